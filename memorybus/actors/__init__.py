@@ -1,0 +1,82 @@
+"""The Ray layer: the only package that imports ray.
+
+Plain classes hold the logic; this package turns them into actors with
+``ray.remote(**options)(Class)`` and finds or creates them by name.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import ray
+
+from memorybus.actors.embedder import EmbedderActor
+from memorybus.actors.shard import ShardActor
+from memorybus.config import Config
+from memorybus.scopes import shard_name
+
+_ENV = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
+
+
+def shard_actor_name(config: Config, index: int) -> str:
+    return f"{config.namespace}:{shard_name(index)}"
+
+
+def embedder_actor_name(config: Config, index: int) -> str:
+    return f"{config.namespace}:embedder-{index}"
+
+
+def _lifetime(config: Config) -> dict[str, Any]:
+    return {"lifetime": "detached"} if config.detached else {}
+
+
+def shard_options(config: Config, index: int) -> dict[str, Any]:
+    return {
+        "name": shard_actor_name(config, index),
+        "namespace": config.namespace,
+        "get_if_exists": True,
+        "num_cpus": config.shard_num_cpus,
+        "max_restarts": -1,
+        "max_task_retries": -1,
+        "runtime_env": {"env_vars": dict(_ENV)},
+        **_lifetime(config),
+    }
+
+
+def embedder_options(config: Config, index: int) -> dict[str, Any]:
+    return {
+        "name": embedder_actor_name(config, index),
+        "namespace": config.namespace,
+        "get_if_exists": True,
+        "num_cpus": config.embedder_num_cpus,
+        "max_restarts": -1,
+        "max_task_retries": -1,
+        "max_concurrency": 1000,
+        "runtime_env": {"env_vars": dict(_ENV)},
+        **_lifetime(config),
+    }
+
+
+def create_shard(config: Config, index: int) -> Any:
+    return ray.remote(ShardActor).options(**shard_options(config, index)).remote(
+        config, shard_name(index)
+    )
+
+
+def create_embedder(config: Config, index: int) -> Any:
+    return ray.remote(EmbedderActor).options(**embedder_options(config, index)).remote(config)
+
+
+def lookup(name: str, namespace: str) -> Any:
+    return ray.get_actor(name, namespace=namespace)
+
+
+__all__ = [
+    "EmbedderActor",
+    "ShardActor",
+    "create_embedder",
+    "create_shard",
+    "embedder_actor_name",
+    "lookup",
+    "shard_actor_name",
+]

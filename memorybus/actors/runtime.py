@@ -1,0 +1,134 @@
+"""Driving client operations over Ray: one code path for sync and async.
+
+A client operation is a generator that yields what it waits for — a list of
+ObjectRefs (all must succeed) or :class:`Settled` (each result or its error) —
+and receives the results. :func:`run_sync` drives it with ``ray.get``,
+:func:`run_async` with ``await``. Errors raised inside actors come back as the
+original :class:`~memorybus.errors.MemoryBusError`, not Ray's wrapper.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Generator
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import ray
+import ray.exceptions as rex
+
+from memorybus.config import Config
+from memorybus.errors import MemoryBusError, StoreUnavailable
+
+T = TypeVar("T")
+Op = Generator[Any, Any, T]
+
+
+@dataclass(slots=True)
+class Settled:
+    """Wait for every ref; deliver each result or the exception it raised."""
+
+    refs: list[Any]
+
+
+def unwrap(exc: BaseException) -> BaseException:
+    """Ray's wrappers turned back into memorybus errors."""
+    if isinstance(exc, rex.RayTaskError):
+        cause = exc.cause
+        if isinstance(cause, BaseException):
+            return unwrap(cause)
+        return StoreUnavailable("ray", str(exc))
+    if isinstance(exc, rex.GetTimeoutError):
+        return StoreUnavailable("ray", f"timed out: {exc}")
+    if isinstance(exc, rex.RayActorError | rex.ActorUnavailableError):
+        return StoreUnavailable("ray", f"actor unavailable: {exc}")
+    if isinstance(exc, rex.RayError) and not isinstance(exc, MemoryBusError):
+        return StoreUnavailable("ray", str(exc))
+    return exc
+
+
+def _get_settled(refs: list[Any], timeout: float | None) -> list[Any]:
+    out: list[Any] = []
+    for ref in refs:
+        try:
+            out.append(ray.get(ref, timeout=timeout))
+        except Exception as exc:
+            out.append(unwrap(exc))
+    return out
+
+
+def run_sync(op: Op[T], timeout: float | None = None) -> T:
+    try:
+        wanted = op.send(None)
+        while True:
+            try:
+                if isinstance(wanted, Settled):
+                    result: Any = _get_settled(wanted.refs, timeout)
+                else:
+                    result = ray.get(wanted, timeout=timeout)
+            except Exception as exc:
+                err = unwrap(exc)
+                if err is exc:
+                    raise
+                raise err from None
+            wanted = op.send(result)
+    except StopIteration as stop:
+        return stop.value  # type: ignore[no-any-return]
+
+
+async def _await_one(ref: Any) -> Any:
+    return await ref
+
+
+async def run_async(op: Op[T], timeout: float | None = None) -> T:
+    try:
+        wanted = op.send(None)
+        while True:
+            if isinstance(wanted, Settled):
+                raw = await asyncio.wait_for(
+                    asyncio.gather(*map(_await_one, wanted.refs), return_exceptions=True),
+                    timeout,
+                )
+                result: Any = [unwrap(r) if isinstance(r, BaseException) else r for r in raw]
+            else:
+                try:
+                    result = await asyncio.wait_for(
+                        asyncio.gather(*map(_await_one, wanted)), timeout
+                    )
+                except Exception as exc:
+                    err = unwrap(exc)
+                    if err is exc:
+                        raise
+                    raise err from None
+            wanted = op.send(result)
+    except StopIteration as stop:
+        return stop.value  # type: ignore[no-any-return]
+
+
+def ensure_ray(config: Config, **init_kwargs: Any) -> None:
+    """Start or join Ray (``config.ray_address``; None starts a local instance)."""
+    if ray.is_initialized():
+        return
+    kwargs: dict[str, Any] = {
+        "address": config.ray_address,
+        "include_dashboard": False,
+        "configure_logging": False,
+    }
+    kwargs.update(init_kwargs)
+    ray.init(**kwargs)
+
+
+def kill(handle: Any) -> None:
+    try:
+        ray.kill(handle, no_restart=True)
+    except Exception:
+        pass
+
+
+def wait_ready(refs: list[Any], timeout: float) -> None:
+    run_sync(iter_refs(refs), timeout)
+
+
+def iter_refs(refs: list[Any]) -> Op[list[Any]]:
+    result = yield refs
+    return result  # type: ignore[no-any-return]

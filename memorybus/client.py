@@ -1,0 +1,404 @@
+"""The client: ``memorybus.connect(config)`` returns a :class:`MemoryBus`.
+
+A MemoryBus pickles to its config, so it can be passed into Ray tasks and
+actors and used there. Every call has a sync form and an ``*_async`` form over
+one implementation (an operation generator driven by
+:mod:`memorybus.actors.runtime`).
+
+What a returned call guarantees: ``remember``/``remember_many``/``update``/
+``forget`` return after the owning shard committed durably to its store.
+``remember_many`` validates the whole batch before anything is written; each
+shard applies its part atomically.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import numpy as np
+
+from memorybus.actors import runtime
+from memorybus.actors.runtime import Op, Settled
+from memorybus.config import Config
+from memorybus.errors import (
+    InvalidMemory,
+    InvalidRequest,
+    MemoryBusError,
+    MemoryNotFound,
+    ScopeViolation,
+)
+from memorybus.model import MemoryKind, MemoryNode, MemoryStatus
+from memorybus.retrieval import DEFAULT_STATUSES, RecallHit, merge_hits
+from memorybus.scopes import Context, Level, Router, Scope
+
+_REMEMBER_FIELDS = frozenset(
+    {
+        "content", "scope", "kind", "key", "structured", "confidence", "importance", "tags",
+        "source", "source_ids", "decay_rate", "valid_from", "valid_to", "created_at", "ttl",
+        "id", "parents", "children", "related", "contradicts",
+    }
+)
+
+
+class MemoryBus:
+    """A handle on the memory bus. Cheap to pickle; actors are found by name."""
+
+    def __init__(self, config: Config, *, _create: bool = False) -> None:
+        if not isinstance(config, Config):
+            raise InvalidRequest("config", "must be a memorybus.Config")
+        self.config = config
+        self.router = Router(config.num_shards)
+        self._shards: list[Any] | None = None
+        self._embedders: list[Any] | None = None
+        self._rr = 0
+        if _create:
+            self._create_actors()
+
+    # ------------------------------------------------------------------ wiring
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (MemoryBus, (self.config,))
+
+    def _create_actors(self) -> None:
+        from memorybus import actors
+
+        cfg = self.config
+        self._embedders = [actors.create_embedder(cfg, i) for i in range(cfg.embedder_replicas)]
+        self._shards = [actors.create_shard(cfg, i) for i in range(cfg.num_shards)]
+        ready = [e.dim.remote() for e in self._embedders] + [s.count.remote() for s in self._shards]
+        runtime.wait_ready(ready, timeout=300)
+
+    def _shard_handles(self) -> list[Any]:
+        if self._shards is None:
+            from memorybus import actors
+
+            ns = self.config.namespace
+            self._shards = [
+                actors.lookup(actors.shard_actor_name(self.config, i), ns)
+                for i in range(self.config.num_shards)
+            ]
+        return self._shards
+
+    def _embedder(self) -> Any:
+        if self._embedders is None:
+            from memorybus import actors
+
+            ns = self.config.namespace
+            self._embedders = [
+                actors.lookup(actors.embedder_actor_name(self.config, i), ns)
+                for i in range(self.config.embedder_replicas)
+            ]
+        self._rr = (self._rr + 1) % len(self._embedders)
+        return self._embedders[self._rr]
+
+    def _shard_for(self, scope: Scope) -> Any:
+        return self._shard_handles()[self.router.shard_for(scope.key)]
+
+    # --------------------------------------------------------------- building
+    def _build(self, item: Any, context: Context, now: float) -> MemoryNode:
+        if isinstance(item, MemoryNode):
+            node = item
+        else:
+            if isinstance(item, str):
+                item = {"content": item}
+            if not isinstance(item, dict):
+                raise InvalidMemory("item", f"must be a str, dict or MemoryNode, got {type(item).__name__}")
+            unknown = set(item) - _REMEMBER_FIELDS
+            if unknown:
+                raise InvalidMemory("item", f"unknown fields {sorted(unknown)}")
+            fields = dict(item)
+            if "content" not in fields:
+                raise InvalidMemory("content", "is required")
+            scope = context.resolve_scope(fields.pop("scope", None))
+            ttl = fields.pop("ttl", None)
+            if ttl is not None:
+                if isinstance(ttl, bool) or not isinstance(ttl, int | float) or not ttl > 0:
+                    raise InvalidMemory("ttl", "must be a positive number of seconds")
+                fields["expires_at"] = now + float(ttl)
+            for name in ("tags", "source_ids", "parents", "children", "related", "contradicts"):
+                if name in fields and isinstance(fields[name], list):
+                    fields[name] = tuple(fields[name])
+            if fields.get("structured") is None:
+                fields.pop("structured", None)
+            node = MemoryNode(scope=scope, **fields)
+        if node.embedding is not None:
+            raise InvalidMemory("embedding", "is computed by the bus; do not pass one")
+        node = node.stamped(now).validate(max_content_chars=self.config.max_content_chars)
+        if node.version != 0:
+            raise InvalidMemory("version", "a new memory must have version 0")
+        if not node.scope.visible_to(context):
+            raise ScopeViolation("write", str(node.scope), str(context))
+        return node
+
+    # ----------------------------------------------------------------- remember
+    def _remember_many_op(self, items: Sequence[Any], context: Context) -> Op[list[MemoryNode]]:
+        _check_context(context)
+        if isinstance(items, str | bytes | dict) or not isinstance(items, Iterable):
+            raise InvalidRequest("items", "must be a list of memories")
+        items = list(items)
+        if len(items) > self.config.max_batch:
+            raise InvalidRequest("items", f"{len(items)} exceeds max_batch {self.config.max_batch}")
+        now = time.time()
+        nodes = [self._build(item, context, now) for item in items]
+        ids = [n.id for n in nodes]
+        if len(set(ids)) != len(ids):
+            raise InvalidRequest("items", "duplicate ids")
+        if not nodes:
+            return []
+        chunk = self.config.ingest_chunk
+        results: dict[str, MemoryNode] = {}
+        window: list[list[Any]] = []
+        for start in range(0, len(nodes), chunk):
+            part = nodes[start : start + chunk]
+            vectors = self._embedder().encode.remote([n.content for n in part])
+            by_shard: dict[int, list[int]] = {}
+            for row, node in enumerate(part):
+                by_shard.setdefault(self.router.shard_for(node.scope.key), []).append(row)
+            handles = self._shard_handles()
+            window.append(
+                [
+                    handles[s].put_many.remote(context, [part[r] for r in rows], vectors, rows)
+                    for s, rows in by_shard.items()
+                ]
+            )
+            if len(window) >= 4:
+                for stored in (yield window.pop(0)):
+                    results.update((n.id, n) for n in stored)
+        for refs in window:
+            for stored in (yield refs):
+                results.update((n.id, n) for n in stored)
+        return [results[i] for i in ids]
+
+    def remember(self, content: str, context: Context, **fields: Any) -> MemoryNode:
+        """Store one memory; returns it as stored (version 1)."""
+        return runtime.run_sync(self._remember_many_op([{"content": content, **fields}], context))[0]
+
+    async def remember_async(self, content: str, context: Context, **fields: Any) -> MemoryNode:
+        op = self._remember_many_op([{"content": content, **fields}], context)
+        return (await runtime.run_async(op))[0]
+
+    def remember_many(self, items: Sequence[Any], context: Context) -> list[MemoryNode]:
+        """Store many memories (str, dict of remember fields, or MemoryNode each)."""
+        return runtime.run_sync(self._remember_many_op(items, context))
+
+    async def remember_many_async(self, items: Sequence[Any], context: Context) -> list[MemoryNode]:
+        return await runtime.run_async(self._remember_many_op(items, context))
+
+    # ------------------------------------------------------------------- recall
+    def _recall_op(
+        self,
+        query: str,
+        context: Context,
+        k: int | None,
+        kinds: Sequence[MemoryKind | str] | None,
+        statuses: Sequence[MemoryStatus | str] | None,
+        include_archived: bool,
+        include_deprecated: bool,
+    ) -> Op[list[RecallHit]]:
+        _check_context(context)
+        if not isinstance(query, str) or not query.strip():
+            raise InvalidRequest("query", "must be a non-empty string")
+        if len(query) > self.config.max_content_chars:
+            raise InvalidRequest("query", "is longer than max_content_chars")
+        k = self.config.default_recall_k if k is None else k
+        if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= 1000:
+            raise InvalidRequest("k", "must be an int between 1 and 1000")
+        kind_list = _enums(MemoryKind, kinds, "kinds")
+        status_list = _enums(MemoryStatus, statuses, "statuses") or list(DEFAULT_STATUSES)
+        if include_archived:
+            status_list.append(MemoryStatus.ARCHIVED)
+        if include_deprecated:
+            status_list.append(MemoryStatus.DEPRECATED)
+        vector = self._embedder().encode.remote([query])
+        handles = self._shard_handles()
+        owners = sorted({self.router.shard_for(s.key) for s in context.visible_scopes()})
+        refs = [
+            handles[i].search.remote(context, vector, k, kind_list or None, status_list)
+            for i in owners
+        ]
+        groups = yield refs
+        return merge_hits(groups, k)
+
+    def recall(
+        self,
+        query: str,
+        context: Context,
+        *,
+        k: int | None = None,
+        kinds: Sequence[MemoryKind | str] | None = None,
+        statuses: Sequence[MemoryStatus | str] | None = None,
+        include_archived: bool = False,
+        include_deprecated: bool = False,
+    ) -> list[RecallHit]:
+        """The ``k`` memories visible to ``context`` that best answer ``query``."""
+        return runtime.run_sync(
+            self._recall_op(query, context, k, kinds, statuses, include_archived, include_deprecated)
+        )
+
+    async def recall_async(
+        self,
+        query: str,
+        context: Context,
+        *,
+        k: int | None = None,
+        kinds: Sequence[MemoryKind | str] | None = None,
+        statuses: Sequence[MemoryStatus | str] | None = None,
+        include_archived: bool = False,
+        include_deprecated: bool = False,
+    ) -> list[RecallHit]:
+        return await runtime.run_async(
+            self._recall_op(query, context, k, kinds, statuses, include_archived, include_deprecated)
+        )
+
+    # ---------------------------------------------------- get / update / forget
+    def _fanout_op(self, method: str, context: Context, memory_id: str, *args: Any) -> Op[Any]:
+        """Ask every shard; exactly one holds ``memory_id``."""
+        _check_context(context)
+        if not isinstance(memory_id, str) or not memory_id:
+            raise InvalidRequest("memory_id", "must be a non-empty string")
+        refs = [getattr(h, method).remote(context, memory_id, *args) for h in self._shard_handles()]
+        results = yield Settled(refs)
+        return _pick(results, memory_id)
+
+    def _get_op(self, memory_id: str, context: Context) -> Op[MemoryNode]:
+        node = yield from self._fanout_op("get", context, memory_id)
+        return node  # type: ignore[no-any-return]
+
+    def get(self, memory_id: str, context: Context) -> MemoryNode:
+        """The memory with this id, if ``context`` may see it."""
+        return runtime.run_sync(self._get_op(memory_id, context))
+
+    async def get_async(self, memory_id: str, context: Context) -> MemoryNode:
+        return await runtime.run_async(self._get_op(memory_id, context))
+
+    def _update_op(
+        self, memory_id: str, context: Context, expected_version: int, changes: dict[str, Any]
+    ) -> Op[MemoryNode]:
+        if isinstance(expected_version, bool) or not isinstance(expected_version, int):
+            raise InvalidRequest("expected_version", "must be an int")
+        if not changes:
+            raise InvalidRequest("changes", "nothing to update")
+        changes = dict(changes)
+        for name in ("kind", "status"):
+            if name in changes:
+                enum = MemoryKind if name == "kind" else MemoryStatus
+                try:
+                    changes[name] = enum(changes[name])
+                except ValueError:
+                    raise InvalidMemory(name, f"unknown {name} {changes[name]!r}") from None
+        vector = None
+        if "content" in changes:
+            content = changes["content"]
+            probe = MemoryNode(content=content, scope=context.scope)
+            probe.validate(max_content_chars=self.config.max_content_chars)
+            vector = self._embedder().encode.remote([content])
+        node = yield from self._fanout_op("update", context, memory_id, expected_version, changes, vector)
+        return node  # type: ignore[no-any-return]
+
+    def update(
+        self, memory_id: str, context: Context, *, expected_version: int, **changes: Any
+    ) -> MemoryNode:
+        """Compare-and-set: change fields if the stored version is ``expected_version``.
+
+        Raises VersionConflict (with the actual version) otherwise.
+        """
+        return runtime.run_sync(self._update_op(memory_id, context, expected_version, changes))
+
+    async def update_async(
+        self, memory_id: str, context: Context, *, expected_version: int, **changes: Any
+    ) -> MemoryNode:
+        return await runtime.run_async(self._update_op(memory_id, context, expected_version, changes))
+
+    def _forget_op(
+        self, memory_id: str, context: Context, expected_version: int | None
+    ) -> Op[bool]:
+        if expected_version is not None and (
+            isinstance(expected_version, bool) or not isinstance(expected_version, int)
+        ):
+            raise InvalidRequest("expected_version", "must be an int or None")
+        _check_context(context)
+        if not isinstance(memory_id, str) or not memory_id:
+            raise InvalidRequest("memory_id", "must be a non-empty string")
+        refs = [h.delete.remote(context, memory_id, expected_version) for h in self._shard_handles()]
+        results = yield Settled(refs)
+        for r in results:
+            if isinstance(r, BaseException):
+                raise r
+        if not any(results):
+            raise MemoryNotFound(memory_id)
+        return True
+
+    def forget(
+        self, memory_id: str, context: Context, *, expected_version: int | None = None
+    ) -> bool:
+        """Delete a memory from store and index. Raises MemoryNotFound if absent."""
+        return runtime.run_sync(self._forget_op(memory_id, context, expected_version))
+
+    async def forget_async(
+        self, memory_id: str, context: Context, *, expected_version: int | None = None
+    ) -> bool:
+        return await runtime.run_async(self._forget_op(memory_id, context, expected_version))
+
+    # ----------------------------------------------------------------- upkeep
+    def flush(self) -> None:
+        """Write pending access statistics of every shard to its store."""
+        runtime.wait_ready([h.flush.remote() for h in self._shard_handles()], timeout=60)
+
+    def count(self) -> int:
+        refs = [h.count.remote() for h in self._shard_handles()]
+        return sum(runtime.run_sync(runtime.iter_refs(refs), 60))
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        """Embed texts with the bus's model (through the batching embedder)."""
+        return runtime.run_sync(runtime.iter_refs([self._embedder().encode.remote(list(texts))]))[0]
+
+    def shutdown(self) -> None:
+        """Kill this bus's actors (the data stays in the store)."""
+        for h in (self._shards or []) + (self._embedders or []):
+            runtime.kill(h)
+        self._shards = None
+        self._embedders = None
+
+
+def _check_context(context: object) -> None:
+    if not isinstance(context, Context):
+        raise InvalidRequest("context", f"must be a Context, got {type(context).__name__}")
+
+
+def _enums(enum: Any, values: Sequence[Any] | None, name: str) -> list[Any]:
+    if values is None:
+        return []
+    if isinstance(values, str):
+        values = [values]
+    try:
+        return [enum(v) for v in values]
+    except ValueError:
+        raise InvalidRequest(name, f"unknown value in {list(values)!r}") from None
+
+
+def _pick(results: list[Any], memory_id: str) -> Any:
+    """The one success among per-shard answers; else the most telling error."""
+    errors = [r for r in results if isinstance(r, BaseException)]
+    found = [r for r in results if not isinstance(r, BaseException)]
+    if found:
+        return found[0]
+    for err in errors:
+        if not isinstance(err, MemoryNotFound):
+            raise err
+    raise MemoryNotFound(memory_id)
+
+
+def connect(config: Config | None = None, **ray_init_kwargs: Any) -> MemoryBus:
+    """Start (or join) Ray, create or find the bus's actors, and return a client.
+
+    ``ray_init_kwargs`` go to ``ray.init`` when Ray is not yet running.
+    """
+    config = config or Config()
+    if not isinstance(config, Config):
+        raise InvalidRequest("config", "must be a memorybus.Config")
+    runtime.ensure_ray(config, **ray_init_kwargs)
+    return MemoryBus(config, _create=True)
+
+
+__all__ = ["Level", "MemoryBus", "MemoryBusError", "connect"]

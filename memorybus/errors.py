@@ -1,0 +1,132 @@
+"""The memorybus error hierarchy.
+
+Every error raised by memorybus derives from :class:`MemoryBusError`. Errors
+cross Ray actor boundaries by pickling, so each one passes its raw arguments to
+``super().__init__`` (which is what ``pickle`` replays) and builds its message
+in ``__str__``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class MemoryBusError(Exception):
+    """Root of every error memorybus raises."""
+
+    def __init__(self, message: str = "", *args: Any) -> None:
+        super().__init__(message, *args)
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else self.__class__.__name__
+
+
+class InvalidMemory(MemoryBusError, ValueError):  # noqa: N818 - public API name
+    """A memory node or a request failed validation; nothing was written."""
+
+    def __init__(self, field: str, reason: str) -> None:
+        super().__init__(field, reason)
+        self.field = field
+        self.reason = reason
+
+    def __str__(self) -> str:
+        return f"invalid memory: {self.field}: {self.reason}"
+
+
+class InvalidRequest(MemoryBusError, ValueError):  # noqa: N818 - public API name
+    """A call's arguments (other than a memory node) are invalid; nothing changed."""
+
+    def __init__(self, argument: str, reason: str) -> None:
+        super().__init__(argument, reason)
+        self.argument = argument
+        self.reason = reason
+
+    def __str__(self) -> str:
+        return f"invalid request: {self.argument}: {self.reason}"
+
+
+class ConfigError(MemoryBusError, ValueError):
+    """The configuration is invalid."""
+
+    def __init__(self, field: str, reason: str) -> None:
+        super().__init__(field, reason)
+        self.field = field
+        self.reason = reason
+
+    def __str__(self) -> str:
+        return f"invalid config: {self.field}: {self.reason}"
+
+
+class VersionConflict(MemoryBusError):  # noqa: N818 - public API name
+    """A compare-and-set found a different version than the caller expected."""
+
+    def __init__(self, key: str, expected: int | None, actual: int | None) -> None:
+        super().__init__(key, expected, actual)
+        self.key = key
+        self.expected = expected
+        self.actual = actual
+
+    def __str__(self) -> str:
+        return (
+            f"version conflict on {self.key!r}: expected version {self.expected}, "
+            f"found {self.actual}"
+        )
+
+
+class MemoryNotFound(MemoryBusError, KeyError):  # noqa: N818 - public API name
+    """No memory with this id exists in the shard that owns its scope."""
+
+    def __init__(self, memory_id: str) -> None:
+        super().__init__(memory_id)
+        self.memory_id = memory_id
+
+    def __str__(self) -> str:
+        return f"memory not found: {self.memory_id!r}"
+
+
+class ScopeViolation(MemoryBusError, PermissionError):  # noqa: N818 - public API name
+    """A context tried to read or write a memory outside its visible scopes."""
+
+    def __init__(self, action: str, scope: str, context: str) -> None:
+        super().__init__(action, scope, context)
+        self.action = action
+        self.scope = scope
+        self.context = context
+
+    def __str__(self) -> str:
+        return f"scope violation: context {self.context} may not {self.action} scope {self.scope}"
+
+
+class StoreUnavailable(MemoryBusError):  # noqa: N818 - public API name
+    """The durable store (SQLite file, Redis server) could not be reached or failed."""
+
+    def __init__(self, backend: str, detail: str) -> None:
+        super().__init__(backend, detail)
+        self.backend = backend
+        self.detail = detail
+
+    def __str__(self) -> str:
+        return f"store unavailable ({self.backend}): {self.detail}"
+
+
+class IndexUnavailable(MemoryBusError):  # noqa: N818 - public API name
+    """A derived index (vector index) failed; it can be rebuilt from the store."""
+
+    def __init__(self, backend: str, detail: str) -> None:
+        super().__init__(backend, detail)
+        self.backend = backend
+        self.detail = detail
+
+    def __str__(self) -> str:
+        return f"index unavailable ({self.backend}): {self.detail}"
+
+
+class EmbeddingError(MemoryBusError):
+    """The embedding model failed or returned vectors of the wrong shape."""
+
+    def __init__(self, detail: str) -> None:
+        super().__init__(detail)
+        self.detail = detail
+
+    def __str__(self) -> str:
+        return f"embedding failed: {self.detail}"

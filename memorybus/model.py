@@ -1,0 +1,280 @@
+"""The memory node, its kinds and statuses, and salience (the forgetting curve).
+
+A :class:`MemoryNode` is plain data. It never talks to a backend.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+import uuid
+from dataclasses import dataclass, field, fields, replace
+from enum import Enum
+from typing import Any
+
+import numpy as np
+
+from memorybus.errors import InvalidMemory
+from memorybus.scopes import Scope
+
+DEFAULT_MAX_CONTENT_CHARS = 16_000
+SECONDS_PER_DAY = 86_400.0
+
+
+class MemoryKind(str, Enum):
+    EPISODIC = "episodic"
+    SEMANTIC = "semantic"
+    PROCEDURAL = "procedural"
+    WORKING = "working"
+
+
+class MemoryStatus(str, Enum):
+    ACTIVE = "active"
+    CONSOLIDATED = "consolidated"
+    DEPRECATED = "deprecated"
+    ARCHIVED = "archived"
+
+
+def new_id() -> str:
+    """A fresh memory id (a UUID4 string; also a valid vector-index point id)."""
+    return str(uuid.uuid4())
+
+
+RELATION_FIELDS = ("parents", "children", "related", "contradicts", "source_ids")
+
+
+@dataclass(slots=True, eq=False)
+class MemoryNode:
+    """One memory.
+
+    ``version`` is bumped by every write of the node's content or metadata and is
+    the basis of compare-and-set. ``access_count`` and ``last_accessed`` are
+    access statistics: they are stored beside the node but are not versioned
+    (recall does not conflict with writers).
+    """
+
+    content: str
+    scope: Scope
+    id: str = field(default_factory=new_id)
+    kind: MemoryKind = MemoryKind.EPISODIC
+    status: MemoryStatus = MemoryStatus.ACTIVE
+    version: int = 0
+    structured: dict[str, Any] = field(default_factory=dict)
+    embedding: np.ndarray | None = None
+    key: str | None = None
+    created_at: float = 0.0
+    last_accessed: float = 0.0
+    access_count: int = 0
+    decay_rate: float = 0.05
+    valid_from: float = 0.0
+    valid_to: float | None = None
+    expires_at: float | None = None
+    parents: tuple[str, ...] = ()
+    children: tuple[str, ...] = ()
+    related: tuple[str, ...] = ()
+    contradicts: tuple[str, ...] = ()
+    confidence: float = 1.0
+    importance: float = 5.0
+    source: str = ""
+    source_ids: tuple[str, ...] = ()
+    tags: tuple[str, ...] = ()
+
+    # ------------------------------------------------------------------ helpers
+    def stamped(self, now: float | None = None) -> MemoryNode:
+        """A copy whose unset times (0.0) are filled with ``now``."""
+        now = time.time() if now is None else now
+        return replace(
+            self,
+            created_at=self.created_at or now,
+            last_accessed=self.last_accessed or self.created_at or now,
+            valid_from=self.valid_from or self.created_at or now,
+        )
+
+    def copy(self, **changes: Any) -> MemoryNode:
+        return replace(self, **changes)
+
+    def without_embedding(self) -> MemoryNode:
+        return replace(self, embedding=None)
+
+    @property
+    def scope_key(self) -> str:
+        return self.scope.key
+
+    def same_as(self, other: MemoryNode) -> bool:
+        """Field-by-field equality (embeddings compared exactly)."""
+        for f in fields(self):
+            a, b = getattr(self, f.name), getattr(other, f.name)
+            if f.name == "embedding":
+                if (a is None) != (b is None):
+                    return False
+                if a is not None and (a.shape != b.shape or not np.array_equal(a, b)):
+                    return False
+            elif a != b:
+                return False
+        return True
+
+    def content_equal(self, other: MemoryNode) -> bool:
+        """Equal in everything a writer sets (ignores version and access statistics)."""
+        skip = {"version", "access_count", "last_accessed", "embedding"}
+        return all(
+            getattr(self, f.name) == getattr(other, f.name) for f in fields(self) if f.name not in skip
+        )
+
+    # --------------------------------------------------------------- validation
+    def validate(
+        self, *, dim: int | None = None, max_content_chars: int = DEFAULT_MAX_CONTENT_CHARS
+    ) -> MemoryNode:
+        """Check every field; raise :class:`InvalidMemory` naming the first bad one.
+
+        Also normalises enum fields given as strings and lists given for tuples,
+        returning the (possibly normalised) node.
+        """
+        node = self
+        if not isinstance(node.id, str) or not node.id:
+            raise InvalidMemory("id", "must be a non-empty string")
+        try:
+            uuid.UUID(node.id)
+        except ValueError:
+            raise InvalidMemory("id", f"must be a UUID string, got {node.id!r}") from None
+        if not isinstance(node.content, str):
+            raise InvalidMemory("content", f"must be a string, got {type(node.content).__name__}")
+        if not node.content.strip():
+            raise InvalidMemory("content", "is empty")
+        if len(node.content) > max_content_chars:
+            raise InvalidMemory(
+                "content", f"{len(node.content)} characters exceeds the limit {max_content_chars}"
+            )
+        if "\x00" in node.content:
+            raise InvalidMemory("content", "contains a NUL character")
+        if not isinstance(node.scope, Scope):
+            raise InvalidMemory("scope", "must be a Scope")
+        if not node.scope.org:
+            raise InvalidMemory("scope", "org is required")
+        try:
+            kind = MemoryKind(node.kind)
+        except ValueError:
+            raise InvalidMemory("kind", f"unknown kind {node.kind!r}") from None
+        try:
+            status = MemoryStatus(node.status)
+        except ValueError:
+            raise InvalidMemory("status", f"unknown status {node.status!r}") from None
+        if isinstance(node.version, bool) or not isinstance(node.version, int) or node.version < 0:
+            raise InvalidMemory("version", "must be an int >= 0")
+        _check_number("confidence", node.confidence, 0.0, 1.0)
+        _check_number("importance", node.importance, 1.0, 10.0)
+        _check_number("decay_rate", node.decay_rate, 0.0, 100.0)
+        for name in ("created_at", "last_accessed", "valid_from"):
+            _check_number(name, getattr(node, name), 0.0, 1e12)
+        for name in ("valid_to", "expires_at"):
+            if getattr(node, name) is not None:
+                _check_number(name, getattr(node, name), 0.0, 1e12)
+        if node.valid_to is not None and node.valid_to < node.valid_from:
+            raise InvalidMemory("valid_to", "is before valid_from")
+        if isinstance(node.access_count, bool) or not isinstance(node.access_count, int):
+            raise InvalidMemory("access_count", "must be an int")
+        if node.access_count < 0:
+            raise InvalidMemory("access_count", "must be >= 0")
+        if node.key is not None and (not isinstance(node.key, str) or not node.key.strip()):
+            raise InvalidMemory("key", "must be a non-empty string or None")
+        if node.key is not None and len(node.key) > 512:
+            raise InvalidMemory("key", "longer than 512 characters")
+        if not isinstance(node.source, str):
+            raise InvalidMemory("source", "must be a string")
+        if not isinstance(node.structured, dict):
+            raise InvalidMemory("structured", "must be a dict")
+        _check_structured(node.structured)
+        changes: dict[str, Any] = {}
+        for name in (*RELATION_FIELDS, "tags"):
+            value = getattr(node, name)
+            if isinstance(value, str) or not isinstance(value, list | tuple):
+                raise InvalidMemory(name, "must be a list or tuple of strings")
+            if not all(isinstance(v, str) and v for v in value):
+                raise InvalidMemory(name, "must contain only non-empty strings")
+            if isinstance(value, list):
+                changes[name] = tuple(value)
+        emb = node.embedding
+        if emb is not None:
+            arr = np.asarray(emb)
+            if arr.ndim != 1 or arr.size == 0:
+                raise InvalidMemory("embedding", f"must be a 1-d vector, got shape {arr.shape}")
+            if not np.issubdtype(arr.dtype, np.number):
+                raise InvalidMemory("embedding", "must be numeric")
+            if dim is not None and arr.shape[0] != dim:
+                raise InvalidMemory("embedding", f"dimension {arr.shape[0]} != {dim}")
+            arr = arr.astype(np.float32, copy=False)
+            if not np.all(np.isfinite(arr)):
+                raise InvalidMemory("embedding", "contains NaN or infinity")
+            if arr is not emb:
+                changes["embedding"] = arr
+        if kind is not node.kind:
+            changes["kind"] = kind
+        if status is not node.status:
+            changes["status"] = status
+        return replace(node, **changes) if changes else node
+
+
+def _check_number(name: str, value: object, lo: float, hi: float) -> None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise InvalidMemory(name, f"must be a number, got {type(value).__name__}")
+    if math.isnan(value) or not lo <= value <= hi:
+        raise InvalidMemory(name, f"{value!r} is outside {lo}..{hi}")
+
+
+def _check_structured(value: object, depth: int = 0) -> None:
+    """structured must be msgpack-able plain data with string keys."""
+    if depth > 16:
+        raise InvalidMemory("structured", "nested too deeply")
+    if value is None or isinstance(value, bool | int | str | bytes):
+        if isinstance(value, int) and not -(2**63) <= value < 2**64:
+            raise InvalidMemory("structured", "integer out of range")
+        return
+    if isinstance(value, float):
+        if math.isnan(value):
+            raise InvalidMemory("structured", "contains NaN")
+        return
+    if isinstance(value, list | tuple):
+        for v in value:
+            _check_structured(v, depth + 1)
+        return
+    if isinstance(value, dict):
+        for k, v in value.items():
+            if not isinstance(k, str):
+                raise InvalidMemory("structured", "keys must be strings")
+            _check_structured(v, depth + 1)
+        return
+    raise InvalidMemory("structured", f"unsupported value of type {type(value).__name__}")
+
+
+# ------------------------------------------------------------------- salience
+def effective_decay_rate(decay_rate: float, importance: float) -> float:
+    """Importance resists decay: importance 1 decays at the full rate, 10 at 10%."""
+    return decay_rate * (1.0 - 0.1 * (importance - 1.0))
+
+
+def salience(node: MemoryNode, now: float) -> float:
+    """The forgetting curve of DESIGN.md for one node.
+
+    ``confidence * (1 + 0.5*ln(1+access_count)) * exp(-rate * days_since_last_access)``
+    where ``rate`` is :func:`effective_decay_rate`.
+    """
+    days = max(0.0, now - node.last_accessed) / SECONDS_PER_DAY
+    rate = effective_decay_rate(node.decay_rate, node.importance)
+    return (
+        node.confidence
+        * (1.0 + 0.5 * math.log1p(node.access_count))
+        * math.exp(-rate * days)
+    )
+
+
+def salience_array(
+    confidence: np.ndarray,
+    access_count: np.ndarray,
+    last_accessed: np.ndarray,
+    decay_rate: np.ndarray,
+    importance: np.ndarray,
+    now: float,
+) -> np.ndarray:
+    """Vectorised :func:`salience` over arrays of the same length."""
+    days = np.maximum(0.0, now - last_accessed) / SECONDS_PER_DAY
+    rate = decay_rate * (1.0 - 0.1 * (importance - 1.0))
+    return confidence * (1.0 + 0.5 * np.log1p(access_count)) * np.exp(-rate * days)

@@ -1,0 +1,232 @@
+"""RedisStore: shard records in a Redis server (the shared deployment).
+
+Every key of a shard is built by :class:`RedisKeys` and carries the shard's
+hash tag, so a shard's keys share one Redis Cluster slot. A whole
+:class:`WriteBatch` is one Lua script: it checks every operation first and
+writes only if all pass, so compare-and-set is atomic where the data lives.
+Durability is the server's: run Redis with ``appendonly yes`` and
+``appendfsync always`` for acknowledged-means-durable.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
+
+import msgpack
+import redis
+import redis.exceptions as rexc
+
+from memorybus.codec import decode_node, encode_node
+from memorybus.errors import MemoryNotFound, StoreUnavailable, VersionConflict
+from memorybus.model import MemoryNode
+from memorybus.storage.base import WriteBatch
+
+
+class RedisKeys:
+    """The one place Redis key names are built."""
+
+    def __init__(self, namespace: str, shard: str) -> None:
+        self.prefix = f"mb:{{{namespace}:{shard}}}"
+
+    def node(self, memory_id: str) -> str:
+        return f"{self.prefix}:n:{memory_id}"
+
+    def scope(self, scope_key: str) -> str:
+        return f"{self.prefix}:s:{scope_key}"
+
+    def fact(self, scope_key: str, key: str) -> str:
+        return f"{self.prefix}:k:{scope_key}\x1f{key}"
+
+    def all(self) -> str:
+        return f"{self.prefix}:all"
+
+    def stream(self, name: str) -> str:
+        return f"{self.prefix}:x:{name}"
+
+
+# ARGV[1]: msgpack array of ops; ARGV[2]: key prefix.
+# put: {"put", id, blob, version, ac, la, scope_key, fact_key_or_""}
+# cas: {"cas", id, blob, expected}
+# del: {"del", id, "", expected_or_-1}
+_COMMIT = """
+local ops = cmsgpack.unpack(ARGV[1])
+local p = ARGV[2]
+for _, op in ipairs(ops) do
+  local nk = p .. ':n:' .. op[2]
+  local v = redis.call('HGET', nk, 'v')
+  if op[1] == 'put' then
+    if v and redis.call('HGET', nk, 'd') ~= op[3] then
+      return {'conflict', op[2], 0, tonumber(v)}
+    end
+  else
+    if not v then return {'missing', op[2]} end
+    if op[4] >= 0 and tonumber(v) ~= op[4] then
+      return {'conflict', op[2], op[4], tonumber(v)}
+    end
+  end
+end
+for _, op in ipairs(ops) do
+  local nk = p .. ':n:' .. op[2]
+  if op[1] == 'put' then
+    if redis.call('EXISTS', nk) == 0 then
+      redis.call('HSET', nk, 'v', op[4], 'd', op[3], 'ac', op[5], 'la', op[6],
+                 's', op[7], 'k', op[8])
+      redis.call('SADD', p .. ':all', op[2])
+      redis.call('SADD', p .. ':s:' .. op[7], op[2])
+      if op[8] ~= '' then redis.call('SADD', p .. ':k:' .. op[7] .. '\\31' .. op[8], op[2]) end
+    end
+  elseif op[1] == 'cas' then
+    redis.call('HSET', nk, 'v', op[4] + 1, 'd', op[3])
+  else
+    local s = redis.call('HGET', nk, 's')
+    local k = redis.call('HGET', nk, 'k')
+    redis.call('DEL', nk)
+    redis.call('SREM', p .. ':all', op[2])
+    redis.call('SREM', p .. ':s:' .. s, op[2])
+    if k and k ~= '' then redis.call('SREM', p .. ':k:' .. s .. '\\31' .. k, op[2]) end
+  end
+end
+return {'ok'}
+"""
+
+_TOUCH = """
+if redis.call('EXISTS', KEYS[1]) == 1 then
+  redis.call('HINCRBY', KEYS[1], 'ac', ARGV[1])
+  local la = tonumber(redis.call('HGET', KEYS[1], 'la'))
+  if tonumber(ARGV[2]) > la then redis.call('HSET', KEYS[1], 'la', ARGV[2]) end
+end
+return 1
+"""
+
+_FIELDS = ("d", "v", "ac", "la")
+
+
+def _to_node(values: Sequence[Any]) -> MemoryNode | None:
+    if values[0] is None:
+        return None
+    node = decode_node(values[0])
+    node.version = int(values[1])
+    node.access_count = int(values[2])
+    node.last_accessed = float(values[3])
+    return node
+
+
+class RedisStore:
+    """Records of one shard in Redis, under the shard's own key prefix."""
+
+    backend = "redis"
+
+    def __init__(
+        self,
+        url: str,
+        namespace: str,
+        shard: str,
+        *,
+        socket_timeout: float = 5.0,
+        client: redis.Redis | None = None,
+    ) -> None:
+        self.keys = RedisKeys(namespace, shard)
+        try:
+            self._r = client or redis.Redis.from_url(
+                url, socket_timeout=socket_timeout, socket_connect_timeout=socket_timeout
+            )
+            self._commit = self._r.register_script(_COMMIT)
+            self._touch = self._r.register_script(_TOUCH)
+            self._r.ping()
+        except rexc.RedisError as exc:
+            raise StoreUnavailable("redis", f"{url}: {exc}") from None
+
+    @property
+    def client(self) -> redis.Redis:
+        return self._r
+
+    def _call(self, fn: Any, *args: Any, **kw: Any) -> Any:
+        try:
+            return fn(*args, **kw)
+        except rexc.RedisError as exc:
+            raise StoreUnavailable("redis", f"{type(exc).__name__}: {exc}") from None
+
+    # ------------------------------------------------------------------ writes
+    def commit(self, batch: WriteBatch) -> None:
+        if not batch:
+            return
+        ops: list[list[Any]] = []
+        for n in batch.puts:
+            ops.append(
+                ["put", n.id, encode_node(n), n.version, str(n.access_count),
+                 repr(float(n.last_accessed)), n.scope.key, n.key or ""]
+            )
+        for n, expected in batch.updates:
+            ops.append(["cas", n.id, encode_node(n), expected])
+        for memory_id, expected_del in batch.deletes:
+            ops.append(["del", memory_id, b"", -1 if expected_del is None else expected_del])
+        payload = msgpack.packb(ops, use_bin_type=False)
+        reply = self._call(self._commit, keys=[self.keys.all()], args=[payload, self.keys.prefix])
+        status = reply[0].decode() if isinstance(reply[0], bytes) else reply[0]
+        if status == "ok":
+            return
+        memory_id = reply[1].decode() if isinstance(reply[1], bytes) else reply[1]
+        if status == "missing":
+            raise MemoryNotFound(memory_id)
+        expected = int(reply[2])
+        raise VersionConflict(memory_id, None if expected < 0 else expected, int(reply[3]))
+
+    def touch(self, stats: Mapping[str, tuple[int, float]]) -> None:
+        if not stats:
+            return
+        pipe = self._r.pipeline(transaction=False)
+        for mid, (count, when) in stats.items():
+            self._touch(keys=[self.keys.node(mid)], args=[int(count), repr(float(when))],
+                        client=pipe)
+        self._call(pipe.execute)
+
+    # ------------------------------------------------------------------- reads
+    def get(self, memory_id: str) -> MemoryNode | None:
+        return _to_node(self._call(self._r.hmget, self.keys.node(memory_id), _FIELDS))
+
+    def get_many(self, ids: Sequence[str]) -> list[MemoryNode | None]:
+        if not ids:
+            return []
+        pipe = self._r.pipeline(transaction=False)
+        for mid in ids:
+            pipe.hmget(self.keys.node(mid), _FIELDS)
+        return [_to_node(v) for v in self._call(pipe.execute)]
+
+    def _members(self, key: str) -> list[str]:
+        return sorted(m.decode() for m in self._call(self._r.smembers, key))
+
+    def list_by_scope(self, scope_key: str) -> list[MemoryNode]:
+        return [n for n in self.get_many(self._members(self.keys.scope(scope_key))) if n]
+
+    def find_by_key(self, scope_key: str, key: str) -> list[MemoryNode]:
+        return [n for n in self.get_many(self._members(self.keys.fact(scope_key, key))) if n]
+
+    def iter_all(self, batch_size: int = 1000) -> Iterator[MemoryNode]:
+        cursor = 0
+        seen: set[str] = set()
+        while True:
+            cursor, members = self._call(
+                self._r.sscan, self.keys.all(), cursor=cursor, count=batch_size
+            )
+            ids = [m.decode() for m in members if m.decode() not in seen]
+            seen.update(ids)
+            for node in self.get_many(ids):
+                if node is not None:
+                    yield node
+            if cursor == 0:
+                return
+
+    def count(self) -> int:
+        return int(self._call(self._r.scard, self.keys.all()))
+
+    def clear(self) -> None:
+        keys = self._call(lambda: list(self._r.scan_iter(match=f"{self.keys.prefix}:*", count=1000)))
+        for i in range(0, len(keys), 500):
+            self._call(self._r.delete, *keys[i : i + 500])
+
+    def close(self) -> None:
+        try:
+            self._r.close()
+        except rexc.RedisError:
+            pass

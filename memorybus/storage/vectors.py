@@ -1,0 +1,290 @@
+"""Vector indexes: derived from the store, rebuilt when a shard starts.
+
+:class:`EdgeVectorIndex` embeds Qdrant Edge (one index directory per shard,
+on the node's disk). :class:`QdrantClientIndex` talks to a Qdrant server
+through qdrant-client (or to qdrant-client's local mode, meant for tests).
+Both keep the payload fields ``scope``, ``kind`` and ``status`` so recall can
+filter where the vectors live.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Sequence
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
+
+from memorybus.errors import IndexUnavailable
+from memorybus.model import MemoryKind, MemoryNode, MemoryStatus
+
+
+@runtime_checkable
+class VectorIndex(Protocol):
+    backend: str
+
+    def upsert(self, nodes: Sequence[MemoryNode]) -> None:
+        """Insert or replace the vectors of ``nodes`` (each must have an embedding)."""
+        ...
+
+    def set_status(self, ids: Sequence[str], status: MemoryStatus) -> None: ...
+
+    def delete(self, ids: Sequence[str]) -> None: ...
+
+    def search(
+        self,
+        vector: np.ndarray,
+        limit: int,
+        *,
+        scope_keys: Sequence[str],
+        kinds: Sequence[MemoryKind] | None = None,
+        statuses: Sequence[MemoryStatus] | None = None,
+    ) -> list[tuple[str, float]]:
+        """Top ``limit`` ``(id, cosine)`` among points whose scope is in ``scope_keys``."""
+        ...
+
+    def count(self) -> int: ...
+
+    def reset(self) -> None:
+        """Drop every point (before a rebuild from the store)."""
+        ...
+
+    def close(self) -> None: ...
+
+
+def _payload(node: MemoryNode) -> dict[str, Any]:
+    return {
+        "scope": node.scope.key,
+        "kind": MemoryKind(node.kind).value,
+        "status": MemoryStatus(node.status).value,
+    }
+
+
+def _vector(node: MemoryNode) -> list[float]:
+    if node.embedding is None:
+        raise IndexUnavailable("vectors", f"node {node.id} has no embedding")
+    return np.asarray(node.embedding, dtype=np.float32).tolist()
+
+
+class EdgeVectorIndex:
+    """A Qdrant Edge shard in ``path`` (cosine distance, keyword payload indexes)."""
+
+    backend = "qdrant-edge"
+
+    def __init__(self, path: str | os.PathLike[str], dim: int) -> None:
+        import qdrant_edge as qe
+
+        self._qe = qe
+        self.path = os.fspath(path)
+        self.dim = dim
+        self._shard = self._open()
+
+    def _config(self) -> Any:
+        qe = self._qe
+        return qe.EdgeConfig(vectors=qe.EdgeVectorParams(size=self.dim, distance=qe.Distance.Cosine))
+
+    def _open(self) -> Any:
+        qe = self._qe
+        try:
+            if os.path.isdir(self.path) and os.listdir(self.path):
+                return qe.EdgeShard.load(self.path)
+            shard = qe.EdgeShard.create(self.path, self._config())
+            for name in ("scope", "kind", "status"):
+                shard.update(
+                    qe.UpdateOperation.create_field_index(name, qe.PayloadSchemaType.Keyword)
+                )
+            return shard
+        except Exception as exc:
+            raise IndexUnavailable(self.backend, f"{self.path}: {exc}") from None
+
+    def _update(self, op: Any) -> None:
+        try:
+            self._shard.update(op)
+        except Exception as exc:
+            raise IndexUnavailable(self.backend, str(exc)) from None
+
+    def upsert(self, nodes: Sequence[MemoryNode]) -> None:
+        if not nodes:
+            return
+        qe = self._qe
+        points = [qe.Point(n.id, _vector(n), _payload(n)) for n in nodes]
+        self._update(qe.UpdateOperation.upsert_points(points))
+
+    def set_status(self, ids: Sequence[str], status: MemoryStatus) -> None:
+        if ids:
+            self._update(
+                self._qe.UpdateOperation.set_payload(list(ids), {"status": status.value})
+            )
+
+    def delete(self, ids: Sequence[str]) -> None:
+        if ids:
+            self._update(self._qe.UpdateOperation.delete_points(list(ids)))
+
+    def _filter(
+        self,
+        scope_keys: Sequence[str],
+        kinds: Sequence[MemoryKind] | None,
+        statuses: Sequence[MemoryStatus] | None,
+    ) -> Any:
+        qe = self._qe
+        must = [qe.FieldCondition(key="scope", match=qe.MatchAny(any=list(scope_keys)))]
+        if kinds:
+            must.append(qe.FieldCondition(key="kind", match=qe.MatchAny(any=[k.value for k in kinds])))
+        if statuses:
+            must.append(
+                qe.FieldCondition(key="status", match=qe.MatchAny(any=[s.value for s in statuses]))
+            )
+        return qe.Filter(must=must)
+
+    def search(
+        self,
+        vector: np.ndarray,
+        limit: int,
+        *,
+        scope_keys: Sequence[str],
+        kinds: Sequence[MemoryKind] | None = None,
+        statuses: Sequence[MemoryStatus] | None = None,
+    ) -> list[tuple[str, float]]:
+        if not scope_keys or limit <= 0:
+            return []
+        qe = self._qe
+        req = qe.SearchRequest(
+            query=qe.Query.Nearest(np.asarray(vector, dtype=np.float32).tolist()),
+            limit=limit,
+            filter=self._filter(scope_keys, kinds, statuses),
+            with_payload=False,
+            with_vector=False,
+        )
+        try:
+            hits = self._shard.search(req)
+        except Exception as exc:
+            raise IndexUnavailable(self.backend, str(exc)) from None
+        return [(str(h.id), float(h.score)) for h in hits]
+
+    def count(self) -> int:
+        return int(self._shard.count(self._qe.CountRequest(exact=True)))
+
+    def optimize(self) -> bool:
+        """Build HNSW / merge segments now (blocking; run it off the hot path)."""
+        return bool(self._shard.optimize())
+
+    def flush(self) -> None:
+        self._shard.flush()
+
+    def reset(self) -> None:
+        self.close()
+        shutil.rmtree(self.path, ignore_errors=True)
+        self._shard = self._open()
+
+    def close(self) -> None:
+        try:
+            self._shard.close()
+        except Exception:
+            pass
+
+
+class QdrantClientIndex:
+    """A Qdrant collection through qdrant-client: a server URL, or local mode at a path."""
+
+    backend = "qdrant-client"
+
+    def __init__(
+        self, collection: str, dim: int, *, url: str | None = None, path: str | None = None
+    ) -> None:
+        from qdrant_client import QdrantClient, models
+
+        self._m = models
+        self.collection = collection
+        self.dim = dim
+        try:
+            self._client = QdrantClient(url=url) if url else QdrantClient(path=path or ":memory:")
+            if not self._client.collection_exists(collection):
+                self._create()
+        except Exception as exc:
+            raise IndexUnavailable(self.backend, str(exc)) from None
+
+    def _create(self) -> None:
+        m = self._m
+        self._client.create_collection(
+            self.collection,
+            vectors_config=m.VectorParams(size=self.dim, distance=m.Distance.COSINE),
+        )
+        for name in ("scope", "kind", "status"):
+            self._client.create_payload_index(
+                self.collection, name, field_schema=m.PayloadSchemaType.KEYWORD
+            )
+
+    def _do(self, fn: Any, *args: Any, **kw: Any) -> Any:
+        try:
+            return fn(*args, **kw)
+        except Exception as exc:
+            raise IndexUnavailable(self.backend, str(exc)) from None
+
+    def upsert(self, nodes: Sequence[MemoryNode]) -> None:
+        if not nodes:
+            return
+        m = self._m
+        points = [m.PointStruct(id=n.id, vector=_vector(n), payload=_payload(n)) for n in nodes]
+        self._do(self._client.upsert, self.collection, points=points, wait=True)
+
+    def set_status(self, ids: Sequence[str], status: MemoryStatus) -> None:
+        if ids:
+            self._do(
+                self._client.set_payload,
+                self.collection,
+                payload={"status": status.value},
+                points=list(ids),
+                wait=True,
+            )
+
+    def delete(self, ids: Sequence[str]) -> None:
+        if ids:
+            self._do(
+                self._client.delete,
+                self.collection,
+                points_selector=self._m.PointIdsList(points=list(ids)),
+                wait=True,
+            )
+
+    def search(
+        self,
+        vector: np.ndarray,
+        limit: int,
+        *,
+        scope_keys: Sequence[str],
+        kinds: Sequence[MemoryKind] | None = None,
+        statuses: Sequence[MemoryStatus] | None = None,
+    ) -> list[tuple[str, float]]:
+        if not scope_keys or limit <= 0:
+            return []
+        m = self._m
+        must: list[Any] = [m.FieldCondition(key="scope", match=m.MatchAny(any=list(scope_keys)))]
+        if kinds:
+            must.append(m.FieldCondition(key="kind", match=m.MatchAny(any=[k.value for k in kinds])))
+        if statuses:
+            must.append(
+                m.FieldCondition(key="status", match=m.MatchAny(any=[s.value for s in statuses]))
+            )
+        res = self._do(
+            self._client.query_points,
+            self.collection,
+            query=np.asarray(vector, dtype=np.float32).tolist(),
+            limit=limit,
+            query_filter=m.Filter(must=must),
+            with_payload=False,
+        )
+        return [(str(p.id), float(p.score)) for p in res.points]
+
+    def count(self) -> int:
+        return int(self._do(self._client.count, self.collection, exact=True).count)
+
+    def reset(self) -> None:
+        self._do(self._client.delete_collection, self.collection)
+        self._do(self._create)
+
+    def close(self) -> None:
+        try:
+            self._client.close()
+        except Exception:
+            pass
