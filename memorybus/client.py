@@ -35,9 +35,26 @@ from memorybus.scopes import Context, Level, Router, Scope
 
 _REMEMBER_FIELDS = frozenset(
     {
-        "content", "scope", "kind", "key", "structured", "confidence", "importance", "tags",
-        "source", "source_ids", "decay_rate", "valid_from", "valid_to", "created_at", "ttl",
-        "id", "parents", "children", "related", "contradicts",
+        "content",
+        "scope",
+        "kind",
+        "key",
+        "structured",
+        "confidence",
+        "importance",
+        "tags",
+        "source",
+        "source_ids",
+        "decay_rate",
+        "valid_from",
+        "valid_to",
+        "created_at",
+        "ttl",
+        "id",
+        "parents",
+        "children",
+        "related",
+        "contradicts",
     }
 )
 
@@ -213,10 +230,7 @@ class MemoryBus:
         vector = self._embedder().encode.remote([query])
         handles = self._shard_handles()
         owners = sorted({self.router.shard_for(s.key) for s in context.visible_scopes()})
-        refs = [
-            handles[i].search.remote(context, vector, k, kind_list or None, status_list)
-            for i in owners
-        ]
+        refs = [handles[i].search.remote(context, vector, k, kind_list or None, status_list) for i in owners]
         groups = yield refs
         return merge_hits(groups, k)
 
@@ -263,7 +277,7 @@ class MemoryBus:
 
     def _get_op(self, memory_id: str, context: Context) -> Op[MemoryNode]:
         node = yield from self._fanout_op("get", context, memory_id)
-        return node  # type: ignore[no-any-return]
+        return node
 
     def get(self, memory_id: str, context: Context) -> MemoryNode:
         """The memory with this id, if ``context`` may see it."""
@@ -294,7 +308,7 @@ class MemoryBus:
             probe.validate(max_content_chars=self.config.max_content_chars)
             vector = self._embedder().encode.remote([content])
         node = yield from self._fanout_op("update", context, memory_id, expected_version, changes, vector)
-        return node  # type: ignore[no-any-return]
+        return node
 
     def update(
         self, memory_id: str, context: Context, *, expected_version: int, **changes: Any
@@ -310,9 +324,7 @@ class MemoryBus:
     ) -> MemoryNode:
         return await runtime.run_async(self._update_op(memory_id, context, expected_version, changes))
 
-    def _forget_op(
-        self, memory_id: str, context: Context, expected_version: int | None
-    ) -> Op[bool]:
+    def _forget_op(self, memory_id: str, context: Context, expected_version: int | None) -> Op[bool]:
         if expected_version is not None and (
             isinstance(expected_version, bool) or not isinstance(expected_version, int)
         ):
@@ -329,9 +341,7 @@ class MemoryBus:
             raise MemoryNotFound(memory_id)
         return True
 
-    def forget(
-        self, memory_id: str, context: Context, *, expected_version: int | None = None
-    ) -> bool:
+    def forget(self, memory_id: str, context: Context, *, expected_version: int | None = None) -> bool:
         """Delete a memory from store and index. Raises MemoryNotFound if absent."""
         return runtime.run_sync(self._forget_op(memory_id, context, expected_version))
 

@@ -29,9 +29,7 @@ def _unpack(blob: bytes, kind: str) -> dict[str, Any]:
     except Exception as exc:
         raise InvalidMemory("envelope", f"not a msgpack envelope: {exc}") from None
     if not isinstance(env, dict) or env.get("v") != SCHEMA_VERSION or env.get("t") != kind:
-        raise InvalidMemory(
-            "envelope", f"expected {kind!r} schema {SCHEMA_VERSION}, got {env!r:.80}"
-        )
+        raise InvalidMemory("envelope", f"expected {kind!r} schema {SCHEMA_VERSION}, got {env!r:.80}")
     payload = env["d"]
     if not isinstance(payload, dict):
         raise InvalidMemory("envelope", "payload is not a map")
@@ -47,9 +45,7 @@ def node_to_dict(node: MemoryNode, *, with_embedding: bool = True) -> dict[str, 
         "version": node.version,
         "content": node.content,
         "structured": node.structured,
-        "embedding": (
-            np.asarray(emb, dtype="<f4").tobytes() if emb is not None and with_embedding else None
-        ),
+        "embedding": (np.asarray(emb, dtype="<f4").tobytes() if emb is not None and with_embedding else None),
         "key": node.key,
         "created_at": node.created_at,
         "last_accessed": node.last_accessed,

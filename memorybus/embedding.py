@@ -58,7 +58,7 @@ class Embedder:
         getter = getattr(self.model, "get_embedding_dimension", None) or (
             self.model.get_sentence_embedding_dimension
         )
-        self.dim = int(getter())
+        self.dim = int(getter() or 0)
         self.batch_size = batch_size
         self.cache_size = cache_size
         self._cache: OrderedDict[bytes, np.ndarray] = OrderedDict()

@@ -67,10 +67,7 @@ class VersionConflict(MemoryBusError):  # noqa: N818 - public API name
         self.actual = actual
 
     def __str__(self) -> str:
-        return (
-            f"version conflict on {self.key!r}: expected version {self.expected}, "
-            f"found {self.actual}"
-        )
+        return f"version conflict on {self.key!r}: expected version {self.expected}, found {self.actual}"
 
 
 class MemoryNotFound(MemoryBusError, KeyError):  # noqa: N818 - public API name

@@ -9,7 +9,7 @@ import math
 import time
 import uuid
 from dataclasses import dataclass, field, fields, replace
-from enum import Enum
+from enum import StrEnum
 from typing import Any
 
 import numpy as np
@@ -21,14 +21,14 @@ DEFAULT_MAX_CONTENT_CHARS = 16_000
 SECONDS_PER_DAY = 86_400.0
 
 
-class MemoryKind(str, Enum):
+class MemoryKind(StrEnum):
     EPISODIC = "episodic"
     SEMANTIC = "semantic"
     PROCEDURAL = "procedural"
     WORKING = "working"
 
 
-class MemoryStatus(str, Enum):
+class MemoryStatus(StrEnum):
     ACTIVE = "active"
     CONSOLIDATED = "consolidated"
     DEPRECATED = "deprecated"
@@ -259,11 +259,7 @@ def salience(node: MemoryNode, now: float) -> float:
     """
     days = max(0.0, now - node.last_accessed) / SECONDS_PER_DAY
     rate = effective_decay_rate(node.decay_rate, node.importance)
-    return (
-        node.confidence
-        * (1.0 + 0.5 * math.log1p(node.access_count))
-        * math.exp(-rate * days)
-    )
+    return node.confidence * (1.0 + 0.5 * math.log1p(node.access_count)) * math.exp(-rate * days)
 
 
 def salience_array(

@@ -36,11 +36,7 @@ def rank_score(node: MemoryNode, relevance: float, now: float, w: RankingWeights
     age_days = max(0.0, now - node.created_at) / SECONDS_PER_DAY
     recency = math.exp(-math.log(2) * age_days / max(1e-9, w.recency_half_life_days))
     importance = (node.importance - 1.0) / 9.0
-    return (
-        relevance * (1.0 - w.salience + w.salience * sal)
-        + w.recency * recency
-        + w.importance * importance
-    )
+    return relevance * (1.0 - w.salience + w.salience * sal) + w.recency * recency + w.importance * importance
 
 
 def merge_hits(groups: Sequence[Sequence[RecallHit]], k: int) -> list[RecallHit]:

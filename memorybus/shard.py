@@ -42,9 +42,23 @@ from memorybus.storage.vectors import VectorIndex
 #: Fields a caller may change with :meth:`Shard.update`.
 UPDATABLE = frozenset(
     {
-        "content", "structured", "kind", "status", "confidence", "importance", "decay_rate",
-        "valid_from", "valid_to", "expires_at", "parents", "children", "related", "contradicts",
-        "source", "source_ids", "tags",
+        "content",
+        "structured",
+        "kind",
+        "status",
+        "confidence",
+        "importance",
+        "decay_rate",
+        "valid_from",
+        "valid_to",
+        "expires_at",
+        "parents",
+        "children",
+        "related",
+        "contradicts",
+        "source",
+        "source_ids",
+        "tags",
     }
 )
 
@@ -139,8 +153,7 @@ class Shard:
                 raise InvalidRequest("vectors", "do not match the nodes")
         now = self.clock.now()
         prepared = [
-            self._prepare_new(n, None if vectors is None or rows is None else vectors[rows[i]],
-                              context, now)
+            self._prepare_new(n, None if vectors is None or rows is None else vectors[rows[i]], context, now)
             for i, n in enumerate(nodes)
         ]
         ids = [n.id for n in prepared]
@@ -153,8 +166,9 @@ class Shard:
             if existing is None:
                 fresh.append(n)
                 out.append(n.without_embedding())
-            elif existing.content_equal(replace(n, created_at=existing.created_at,
-                                                valid_from=existing.valid_from)):
+            elif existing.content_equal(
+                replace(n, created_at=existing.created_at, valid_from=existing.valid_from)
+            ):
                 out.append(existing)  # a retried write: already durable
             else:
                 raise VersionConflict(n.id, 0, existing.version)
@@ -207,9 +221,7 @@ class Shard:
         self._nodes[memory_id] = new.without_embedding()
         return replace(self._nodes[memory_id])
 
-    def delete(
-        self, context: Context, memory_id: str, expected_version: int | None = None
-    ) -> bool:
+    def delete(self, context: Context, memory_id: str, expected_version: int | None = None) -> bool:
         """Forget a memory (hard delete from store and index). False if already gone."""
         context = self._check_context(context)
         if expected_version is not None and (
@@ -286,9 +298,7 @@ class Shard:
 
     def list_scope(self, context: Context, scope_key: str) -> list[MemoryNode]:
         context = self._check_context(context)
-        return [
-            n for n in self._nodes.values() if n.scope.key == scope_key and n.scope.visible_to(context)
-        ]
+        return [n for n in self._nodes.values() if n.scope.key == scope_key and n.scope.visible_to(context)]
 
     def count(self) -> int:
         return len(self._nodes)

@@ -58,9 +58,7 @@ def embedder_options(config: Config, index: int) -> dict[str, Any]:
 
 
 def create_shard(config: Config, index: int) -> Any:
-    return ray.remote(ShardActor).options(**shard_options(config, index)).remote(
-        config, shard_name(index)
-    )
+    return ray.remote(ShardActor).options(**shard_options(config, index)).remote(config, shard_name(index))
 
 
 def create_embedder(config: Config, index: int) -> Any:

@@ -10,6 +10,7 @@ original :class:`~memorybus.errors.MemoryBusError`, not Ray's wrapper.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Generator
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -73,7 +74,7 @@ def run_sync(op: Op[T], timeout: float | None = None) -> T:
                 raise err from None
             wanted = op.send(result)
     except StopIteration as stop:
-        return stop.value  # type: ignore[no-any-return]
+        return stop.value
 
 
 async def _await_one(ref: Any) -> Any:
@@ -92,9 +93,7 @@ async def run_async(op: Op[T], timeout: float | None = None) -> T:
                 result: Any = [unwrap(r) if isinstance(r, BaseException) else r for r in raw]
             else:
                 try:
-                    result = await asyncio.wait_for(
-                        asyncio.gather(*map(_await_one, wanted)), timeout
-                    )
+                    result = await asyncio.wait_for(asyncio.gather(*map(_await_one, wanted)), timeout)
                 except Exception as exc:
                     err = unwrap(exc)
                     if err is exc:
@@ -102,7 +101,7 @@ async def run_async(op: Op[T], timeout: float | None = None) -> T:
                     raise err from None
             wanted = op.send(result)
     except StopIteration as stop:
-        return stop.value  # type: ignore[no-any-return]
+        return stop.value
 
 
 def ensure_ray(config: Config, **init_kwargs: Any) -> None:
@@ -119,10 +118,8 @@ def ensure_ray(config: Config, **init_kwargs: Any) -> None:
 
 
 def kill(handle: Any) -> None:
-    try:
+    with contextlib.suppress(Exception):
         ray.kill(handle, no_restart=True)
-    except Exception:
-        pass
 
 
 def wait_ready(refs: list[Any], timeout: float) -> None:
@@ -131,4 +128,4 @@ def wait_ready(refs: list[Any], timeout: float) -> None:
 
 def iter_refs(refs: list[Any]) -> Op[list[Any]]:
     result = yield refs
-    return result  # type: ignore[no-any-return]
+    return result

@@ -9,7 +9,7 @@ no I/O.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from enum import Enum
+from enum import StrEnum
 from itertools import product
 
 from memorybus.errors import InvalidRequest
@@ -18,7 +18,7 @@ FIELDS = ("org", "user", "agent", "session")
 _MAX_FIELD = 256
 
 
-class Level(str, Enum):
+class Level(StrEnum):
     """Named widths of a scope, from widest to narrowest."""
 
     ORG = "org"
@@ -139,7 +139,7 @@ class Context:
 
         Each non-empty field of the context may be kept or emptied; org is kept.
         """
-        choices = [(self.org,)]
+        choices: list[tuple[str, ...]] = [(self.org,)]
         for name in FIELDS[1:]:
             value = getattr(self, name)
             choices.append(("", value) if value else ("",))

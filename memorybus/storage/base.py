@@ -36,11 +36,7 @@ class WriteBatch:
         return bool(self.puts or self.updates or self.deletes)
 
     def ids(self) -> list[str]:
-        return (
-            [n.id for n in self.puts]
-            + [n.id for n, _ in self.updates]
-            + [i for i, _ in self.deletes]
-        )
+        return [n.id for n in self.puts] + [n.id for n, _ in self.updates] + [i for i, _ in self.deletes]
 
 
 @runtime_checkable

@@ -10,6 +10,7 @@ Durability is the server's: run Redis with ``appendonly yes`` and
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
@@ -154,8 +155,16 @@ class RedisStore:
         ops: list[list[Any]] = []
         for n in batch.puts:
             ops.append(
-                ["put", n.id, encode_node(n), n.version, str(n.access_count),
-                 repr(float(n.last_accessed)), n.scope.key, n.key or ""]
+                [
+                    "put",
+                    n.id,
+                    encode_node(n),
+                    n.version,
+                    str(n.access_count),
+                    repr(float(n.last_accessed)),
+                    n.scope.key,
+                    n.key or "",
+                ]
             )
         for n, expected in batch.updates:
             ops.append(["cas", n.id, encode_node(n), expected])
@@ -177,8 +186,7 @@ class RedisStore:
             return
         pipe = self._r.pipeline(transaction=False)
         for mid, (count, when) in stats.items():
-            self._touch(keys=[self.keys.node(mid)], args=[int(count), repr(float(when))],
-                        client=pipe)
+            self._touch(keys=[self.keys.node(mid)], args=[int(count), repr(float(when))], client=pipe)
         self._call(pipe.execute)
 
     # ------------------------------------------------------------------- reads
@@ -206,9 +214,7 @@ class RedisStore:
         cursor = 0
         seen: set[str] = set()
         while True:
-            cursor, members = self._call(
-                self._r.sscan, self.keys.all(), cursor=cursor, count=batch_size
-            )
+            cursor, members = self._call(self._r.sscan, self.keys.all(), cursor=cursor, count=batch_size)
             ids = [m.decode() for m in members if m.decode() not in seen]
             seen.update(ids)
             for node in self.get_many(ids):
@@ -226,7 +232,5 @@ class RedisStore:
             self._call(self._r.delete, *keys[i : i + 500])
 
     def close(self) -> None:
-        try:
+        with contextlib.suppress(rexc.RedisError):
             self._r.close()
-        except rexc.RedisError:
-            pass

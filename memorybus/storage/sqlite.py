@@ -7,6 +7,7 @@ disk when :meth:`SqliteStore.commit` returns. Compare-and-set is a conditional
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sqlite3
 import threading
@@ -51,9 +52,7 @@ class SqliteStore:
         self._lock = threading.RLock()
         try:
             os.makedirs(os.path.dirname(os.path.abspath(self.path)), exist_ok=True)
-            self._db = sqlite3.connect(
-                self.path, isolation_level=None, check_same_thread=False, timeout=30.0
-            )
+            self._db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False, timeout=30.0)
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=FULL")
             self._db.executescript(_SCHEMA)
@@ -73,20 +72,16 @@ class SqliteStore:
             try:
                 self._apply(db, batch)
             except BaseException as exc:
-                try:
+                with contextlib.suppress(sqlite3.Error):
                     db.execute("ROLLBACK")
-                except sqlite3.Error:
-                    pass
                 if isinstance(exc, sqlite3.Error):
                     raise StoreUnavailable("sqlite", str(exc)) from None
                 raise
             try:
                 db.execute("COMMIT")
             except sqlite3.Error as exc:
-                try:
+                with contextlib.suppress(sqlite3.Error):
                     db.execute("ROLLBACK")
-                except sqlite3.Error:
-                    pass
                 raise StoreUnavailable("sqlite", str(exc)) from None
 
     def _apply(self, db: sqlite3.Connection, batch: WriteBatch) -> None:
@@ -100,8 +95,15 @@ class SqliteStore:
             db.execute(
                 "INSERT INTO nodes(id, scope_key, mkey, version, access_count, last_accessed, blob)"
                 " VALUES (?,?,?,?,?,?,?)",
-                (node.id, node.scope.key, node.key, node.version, node.access_count,
-                 node.last_accessed, blob),
+                (
+                    node.id,
+                    node.scope.key,
+                    node.key,
+                    node.version,
+                    node.access_count,
+                    node.last_accessed,
+                    blob,
+                ),
             )
         for node, expected in batch.updates:
             cur = db.execute(
@@ -114,9 +116,7 @@ class SqliteStore:
             if expected_del is None:
                 cur = db.execute("DELETE FROM nodes WHERE id=?", (memory_id,))
             else:
-                cur = db.execute(
-                    "DELETE FROM nodes WHERE id=? AND version=?", (memory_id, expected_del)
-                )
+                cur = db.execute("DELETE FROM nodes WHERE id=? AND version=?", (memory_id, expected_del))
             if cur.rowcount != 1:
                 self._raise_for(db, memory_id, expected_del)
 
@@ -141,10 +141,8 @@ class SqliteStore:
                 )
                 self._db.execute("COMMIT")
             except sqlite3.Error as exc:
-                try:
+                with contextlib.suppress(sqlite3.Error):
                     self._db.execute("ROLLBACK")
-                except sqlite3.Error:
-                    pass
                 raise StoreUnavailable("sqlite", str(exc)) from None
 
     # ------------------------------------------------------------------- reads
@@ -174,9 +172,7 @@ class SqliteStore:
         return [_row_to_node(r) for r in rows]
 
     def find_by_key(self, scope_key: str, key: str) -> list[MemoryNode]:
-        rows = self._query(
-            f"SELECT {_COLS} FROM nodes WHERE scope_key=? AND mkey=?", (scope_key, key)
-        )
+        rows = self._query(f"SELECT {_COLS} FROM nodes WHERE scope_key=? AND mkey=?", (scope_key, key))
         return [_row_to_node(r) for r in rows]
 
     def iter_all(self, batch_size: int = 1000) -> Iterator[MemoryNode]:
@@ -203,8 +199,5 @@ class SqliteStore:
                 raise StoreUnavailable("sqlite", str(exc)) from None
 
     def close(self) -> None:
-        with self._lock:
-            try:
-                self._db.close()
-            except sqlite3.Error:
-                pass
+        with self._lock, contextlib.suppress(sqlite3.Error):
+            self._db.close()

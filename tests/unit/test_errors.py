@@ -1,0 +1,36 @@
+import pickle
+
+import pytest
+
+from memorybus import errors as E
+
+CASES = [
+    E.InvalidMemory("confidence", "1.5 is outside 0..1"),
+    E.InvalidRequest("k", "must be positive"),
+    E.ConfigError("num_shards", "must be >= 1"),
+    E.VersionConflict("user:u1/lang", 3, 4),
+    E.MemoryNotFound("abc"),
+    E.ScopeViolation("read", "Scope(org=a, user=u2)", "Context(org=a, user=u1)"),
+    E.StoreUnavailable("redis", "connection refused"),
+    E.IndexUnavailable("qdrant-edge", "broken"),
+    E.EmbeddingError("bad shape"),
+    E.MemoryBusError("plain"),
+]
+
+
+@pytest.mark.parametrize("err", CASES, ids=lambda e: type(e).__name__)
+def test_errors_pickle_round_trip_with_message_and_fields(err):
+    back = pickle.loads(pickle.dumps(err))
+    assert type(back) is type(err)
+    assert str(back) == str(err)
+    assert back.__dict__ == err.__dict__
+    assert isinstance(back, E.MemoryBusError)
+
+
+def test_hierarchy():
+    assert issubclass(E.InvalidMemory, ValueError)
+    assert issubclass(E.InvalidRequest, ValueError)
+    v = E.VersionConflict("k", 1, 2)
+    assert (v.key, v.expected, v.actual) == ("k", 1, 2)
+    assert "expected version 1" in str(v) and "found 2" in str(v)
+    assert "confidence" in str(E.InvalidMemory("confidence", "x"))

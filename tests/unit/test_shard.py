@@ -1,0 +1,203 @@
+"""The plain Shard class over a real SQLite file, Qdrant Edge and the real model."""
+
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+from memorybus import (
+    Context,
+    InvalidMemory,
+    InvalidRequest,
+    ManualClock,
+    MemoryKind,
+    MemoryNode,
+    MemoryNotFound,
+    MemoryStatus,
+    Scope,
+    ScopeViolation,
+    VersionConflict,
+)
+from memorybus.shard import Shard
+from memorybus.storage.sqlite import SqliteStore
+from memorybus.storage.vectors import EdgeVectorIndex
+
+pytestmark = pytest.mark.model
+
+U1 = Context("acme", "u1", "planner", "s1")
+U2 = Context("acme", "u2", "planner", "s2")
+
+
+@pytest.fixture
+def clock():
+    return ManualClock()
+
+
+@pytest.fixture
+def shard(tmp_path, clock):
+    s = Shard("shard-0", SqliteStore(tmp_path / "r.sqlite"), EdgeVectorIndex(tmp_path / "v", 384),
+              dim=384, clock=clock)
+    yield s
+    s.close()
+
+
+def put(shard, embedder, ctx, texts, scope=None, **kw):
+    nodes = [MemoryNode(content=t, scope=scope or ctx.scope, **kw) for t in texts]
+    return shard.put_many(ctx, nodes, embedder.encode(texts))
+
+
+def state(shard):
+    return sorted((n.id, n.version, n.content, n.status.value) for n in shard.store.iter_all()), \
+        shard.index.count()
+
+
+def test_put_search_get(shard, embedder):
+    stored = put(shard, embedder, U1, ["The user codes in Rust", "Lunch was pasta", "Meeting at 3pm"])
+    assert all(n.version == 1 for n in stored)
+    hits = shard.search(U1, embedder.encode(["which programming language"])[0], 2)
+    assert hits[0].node.content == "The user codes in Rust"
+    assert hits[0].score > hits[1].score
+    got = shard.get(U1, stored[0].id)
+    assert got.content == "The user codes in Rust" and got.embedding is None
+    assert shard.get(U1, stored[0].id, with_embedding=True).embedding.shape == (384,)
+
+
+def test_visibility_enforced_in_the_shard(shard, embedder):
+    mine = put(shard, embedder, U1, ["u1 private note about salaries"], scope=Scope("acme", "u1"))
+    put(shard, embedder, U2, ["u2 session secret about salaries"])
+    put(shard, embedder, U1, ["org wide: salaries are paid monthly"], scope=Scope("acme"))
+    hits = shard.search(U2, embedder.encode(["salaries"])[0], 10)
+    contents = {h.node.content for h in hits}
+    assert "u1 private note about salaries" not in contents
+    assert contents == {"u2 session secret about salaries", "org wide: salaries are paid monthly"}
+    with pytest.raises(ScopeViolation):
+        shard.get(U2, mine[0].id)
+    with pytest.raises(ScopeViolation):
+        shard.update(U2, mine[0].id, 1, {"importance": 9})
+    with pytest.raises(ScopeViolation):
+        shard.delete(U2, mine[0].id)
+    with pytest.raises(ScopeViolation):  # writing into someone else's scope
+        put(shard, embedder, U2, ["sneaky"], scope=Scope("acme", "u1"))
+
+
+def test_update_is_compare_and_set(shard, embedder):
+    (n,) = put(shard, embedder, U1, ["User prefers tea"])
+    vec = embedder.encode(["User prefers coffee"])[0]
+    u = shard.update(U1, n.id, 1, {"content": "User prefers coffee"}, vec)
+    assert u.version == 2 and u.content == "User prefers coffee"
+    with pytest.raises(VersionConflict) as exc:
+        shard.update(U1, n.id, 1, {"importance": 9})
+    assert (exc.value.expected, exc.value.actual) == (1, 2)
+    # a retried update that already committed is idempotent
+    again = shard.update(U1, n.id, 1, {"content": "User prefers coffee"}, vec)
+    assert again.version == 2
+    hits = shard.search(U1, embedder.encode(["coffee"])[0], 1)
+    assert hits[0].node.id == n.id and hits[0].node.content == "User prefers coffee"
+    with pytest.raises(InvalidRequest):
+        shard.update(U1, n.id, 2, {"content": "no vector given"})
+    with pytest.raises(InvalidRequest):
+        shard.update(U1, n.id, 2, {"scope": Scope("acme")})
+    with pytest.raises(MemoryNotFound):
+        shard.update(U1, "00000000-0000-0000-0000-000000000000", 1, {"importance": 2})
+
+
+def test_bad_input_changes_nothing(shard, embedder):
+    put(shard, embedder, U1, ["baseline memory"])
+    before = state(shard)
+    good = MemoryNode(content="fine", scope=U1.scope)
+    vecs = embedder.encode(["fine", "x"])
+    bads = [
+        [good, MemoryNode(content="", scope=U1.scope)],
+        [good, MemoryNode(content="x", scope=U1.scope, confidence=2.0)],
+        [good, MemoryNode(content="x", scope=Scope("acme", "u2"))],
+        [good, MemoryNode(content="x", scope=U1.scope, kind="dream")],
+    ]
+    for batch in bads:
+        with pytest.raises((InvalidMemory, ScopeViolation)):
+            shard.put_many(U1, batch, vecs)
+        assert state(shard) == before
+    with pytest.raises(InvalidMemory):
+        shard.put_many(U1, [good], np.full((1, 384), np.nan, dtype=np.float32))
+    with pytest.raises(InvalidMemory):
+        shard.put_many(U1, [good], np.ones((1, 12), dtype=np.float32))
+    with pytest.raises(InvalidRequest):
+        shard.search(U1, np.ones(5, dtype=np.float32), 3)
+    with pytest.raises(InvalidRequest):
+        shard.search(U1, vecs[0], 0)
+    with pytest.raises(InvalidRequest):
+        shard.put_many("not a context", [good], vecs[:1])
+    assert state(shard) == before
+
+
+def test_retried_put_is_idempotent(shard, embedder):
+    node = MemoryNode(content="retry me", scope=U1.scope).stamped(1000.0)
+    vec = embedder.encode(["retry me"])
+    first = shard.put_many(U1, [node], vec)
+    second = shard.put_many(U1, [node], vec)
+    assert first[0].id == second[0].id
+    assert shard.store.count() == 1 and shard.index.count() == 1
+    with pytest.raises(VersionConflict):
+        shard.put_many(U1, [replace(node, content="different")], vec)
+
+
+def test_rebuild_from_store_restores_index(tmp_path, embedder, clock):
+    store = SqliteStore(tmp_path / "r.sqlite")
+    s = Shard("shard-0", store, EdgeVectorIndex(tmp_path / "v", 384), dim=384, clock=clock)
+    put(s, embedder, U1, [f"fact number {i} about topic {i}" for i in range(25)])
+    s.close()
+    # the index directory is thrown away entirely: it is derived data
+    import shutil
+
+    shutil.rmtree(tmp_path / "v")
+    s2 = Shard("shard-0", SqliteStore(tmp_path / "r.sqlite"), EdgeVectorIndex(tmp_path / "v", 384),
+               dim=384, clock=clock)
+    assert s2.count() == 25 and s2.index.count() == 25
+    hits = s2.search(U1, embedder.encode(["fact number 7 about topic 7"])[0], 1)
+    assert hits[0].node.content == "fact number 7 about topic 7"
+    s2.close()
+
+
+def test_recall_counts_access_and_flushes(shard, embedder, clock):
+    (n,) = put(shard, embedder, U1, ["remember the milk"])
+    q = embedder.encode(["milk"])[0]
+    clock.advance(days=1)
+    shard.search(U1, q, 1)
+    shard.search(U1, q, 1)
+    assert shard.get(U1, n.id).access_count == 2
+    shard.flush()
+    stored = shard.store.get(n.id)
+    assert stored.access_count == 2 and stored.last_accessed == pytest.approx(clock.now())
+    assert stored.version == 1  # access is not a versioned write
+
+
+def test_salience_and_status_shape_ranking(shard, embedder, clock):
+    put(shard, embedder, U1, ["project deadline is friday"], importance=1, decay_rate=0.2)
+    clock.advance(days=60)
+    put(shard, embedder, U1, ["project deadline is monday"], importance=5)
+    hits = shard.search(U1, embedder.encode(["project deadline"])[0], 2)
+    assert hits[0].node.content == "project deadline is monday"  # fresh beats faded
+    archived = put(shard, embedder, U1, ["archived deadline note"])
+    shard.update(U1, archived[0].id, 1, {"status": MemoryStatus.ARCHIVED})
+    ids = {h.node.id for h in shard.search(U1, embedder.encode(["archived deadline note"])[0], 5)}
+    assert archived[0].id not in ids
+    ids = {h.node.id for h in shard.search(U1, embedder.encode(["archived deadline note"])[0], 5,
+                                           statuses=[MemoryStatus.ARCHIVED])}
+    assert ids == {archived[0].id}
+
+
+def test_expired_working_memory_not_recalled(shard, embedder, clock):
+    put(shard, embedder, U1, ["scratch: current step is 3"], kind=MemoryKind.WORKING,
+        expires_at=clock.now() + 60)
+    q = embedder.encode(["current step"])[0]
+    assert shard.search(U1, q, 1)[0].node.content == "scratch: current step is 3"
+    clock.advance(120)
+    assert all(h.node.kind is not MemoryKind.WORKING for h in shard.search(U1, q, 5))
+
+
+def test_delete(shard, embedder):
+    (n,) = put(shard, embedder, U1, ["forget me"])
+    assert shard.delete(U1, n.id) is True
+    assert shard.delete(U1, n.id) is False
+    assert shard.store.get(n.id) is None and shard.index.count() == 0
+    with pytest.raises(MemoryNotFound):
+        shard.get(U1, n.id)
