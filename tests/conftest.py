@@ -49,10 +49,26 @@ class RedisServer:
         binary = shutil.which("redis-server")
         assert binary, "redis-server is not installed (the test command installs it)"
         self.proc = subprocess.Popen(
-            [binary, "--port", str(self.port), "--bind", "127.0.0.1", "--dir", str(self.dir),
-             "--appendonly", "yes", "--appendfsync", "always", "--save", "",
-             "--protected-mode", "no"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+            [
+                binary,
+                "--port",
+                str(self.port),
+                "--bind",
+                "127.0.0.1",
+                "--dir",
+                str(self.dir),
+                "--appendonly",
+                "yes",
+                "--appendfsync",
+                "always",
+                "--save",
+                "",
+                "--protected-mode",
+                "no",
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
         )
         import redis
 
@@ -77,8 +93,23 @@ class RedisServer:
         self.kill(signal.SIGKILL)
 
 
+class ExternalRedis:
+    """A Redis server started outside the tests (CI starts one on loopback)."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+
+
 @pytest.fixture(scope="session")
-def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
+def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer | ExternalRedis]:
+    """The shared Redis: CI's loopback server if it gave one, else a private one.
+
+    Tests that kill or pause a server use ``private_redis`` instead.
+    """
+    url = os.environ.get("MEMORYBUS_TEST_REDIS_URL")
+    if url:
+        yield ExternalRedis(url)
+        return
     server = RedisServer(tmp_path_factory.mktemp("redis"))
     server.start()
     yield server

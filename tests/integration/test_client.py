@@ -15,8 +15,9 @@ pytestmark = [pytest.mark.ray, pytest.mark.model, pytest.mark.timeout(300)]
 
 @pytest.fixture(scope="module")
 def bus(ray_local, tmp_path_factory):
-    cfg = Config.embedded(tmp_path_factory.mktemp("bus"), num_shards=4, namespace="client_t",
-                          touch_flush_seconds=0.0)
+    cfg = Config.embedded(
+        tmp_path_factory.mktemp("bus"), num_shards=4, namespace="client_t", touch_flush_seconds=0.0
+    )
     b = mb.connect(cfg)
     yield b
     b.shutdown()
@@ -84,7 +85,8 @@ def test_user_isolation_across_shards(bus):
     bus.remember("org policy: never share a bank pin", u1, scope="org")
     secret_ids = {n.id for n in secrets}
     routed = {bus.router.shard_for(n.scope.key) for n in secrets} | {
-        bus.router.shard_for(s.key) for s in u1.visible_scopes()}
+        bus.router.shard_for(s.key) for s in u1.visible_scopes()
+    }
     assert len(routed) >= 2  # the data really spans shards
     for q in ["bank pin", "secret number", "session note", "what is u2's pin?"]:
         hits = bus.recall(q, u1, k=50, include_archived=True, include_deprecated=True)
@@ -131,13 +133,22 @@ BAD_CALLS = [
     ("remember", lambda b, c, p: b.remember("ok", "not-a-context"), mb.InvalidRequest),
     ("remember", lambda b, c, p: b.remember("ok", c, ttl=-5), mb.InvalidMemory),
     ("remember_many", lambda b, c, p: b.remember_many(["fine", "also fine", ""], c), mb.InvalidMemory),
-    ("remember_many", lambda b, c, p: b.remember_many(["fine", {"content": "x", "bogus": 1}], c),
-     mb.InvalidMemory),
+    (
+        "remember_many",
+        lambda b, c, p: b.remember_many(["fine", {"content": "x", "bogus": 1}], c),
+        mb.InvalidMemory,
+    ),
     ("remember_many", lambda b, c, p: b.remember_many("not a list", c), mb.InvalidRequest),
-    ("remember_many", lambda b, c, p: b.remember_many(["a", {"content": "b", "scope": Scope("zz")}], c),
-     mb.ScopeViolation),
-    ("remember_many", lambda b, c, p: b.remember_many(["dup", {"content": "d", "id": p}], c),
-     mb.VersionConflict),
+    (
+        "remember_many",
+        lambda b, c, p: b.remember_many(["a", {"content": "b", "scope": Scope("zz")}], c),
+        mb.ScopeViolation,
+    ),
+    (
+        "remember_many",
+        lambda b, c, p: b.remember_many(["dup", {"content": "d", "id": p}], c),
+        mb.VersionConflict,
+    ),
     ("recall", lambda b, c, p: b.recall("", c), mb.InvalidRequest),
     ("recall", lambda b, c, p: b.recall("q", c, k=0), mb.InvalidRequest),
     ("recall", lambda b, c, p: b.recall("q", c, kinds=["dream"]), mb.InvalidRequest),
@@ -151,8 +162,11 @@ BAD_CALLS = [
     ("update", lambda b, c, p: b.update(p, c, expected_version=9, importance=2), mb.VersionConflict),
     ("update", lambda b, c, p: b.update(p, c, expected_version=1), mb.InvalidRequest),
     ("update", lambda b, c, p: b.update(p, c, expected_version=1, kind="dream"), mb.InvalidMemory),
-    ("update", lambda b, c, p: b.update(p, Context(c.org, "u9"), expected_version=1, importance=2),
-     mb.ScopeViolation),
+    (
+        "update",
+        lambda b, c, p: b.update(p, Context(c.org, "u9"), expected_version=1, importance=2),
+        mb.ScopeViolation,
+    ),
     ("forget", lambda b, c, p: b.forget(Z, c), mb.MemoryNotFound),
     ("forget", lambda b, c, p: b.forget(p, c, expected_version=7), mb.VersionConflict),
     ("forget", lambda b, c, p: b.forget(p, "ctx"), mb.InvalidRequest),

@@ -29,8 +29,15 @@ def store(request, tmp_path, redis_server):
 
 def mk(content="c", scope=S1, **kw):
     kw.setdefault("version", 1)
-    return MemoryNode(content=content, scope=scope, embedding=np.arange(4, dtype=np.float32),
-                      created_at=10.0, last_accessed=10.0, valid_from=10.0, **kw)
+    return MemoryNode(
+        content=content,
+        scope=scope,
+        embedding=np.arange(4, dtype=np.float32),
+        created_at=10.0,
+        last_accessed=10.0,
+        valid_from=10.0,
+        **kw,
+    )
 
 
 def test_is_a_store(store):
@@ -81,8 +88,11 @@ def test_batch_is_all_or_nothing(store):
     store.commit(WriteBatch(puts=[a, b]))
     c = mk("c")
     with pytest.raises(VersionConflict):
-        store.commit(WriteBatch(puts=[c], updates=[(a.copy(content="a2", version=2), 1),
-                                                   (b.copy(content="b2", version=2), 7)]))
+        store.commit(
+            WriteBatch(
+                puts=[c], updates=[(a.copy(content="a2", version=2), 1), (b.copy(content="b2", version=2), 7)]
+            )
+        )
     assert store.get(c.id) is None
     assert store.get(a.id).content == "a" and store.get(b.id).content == "b"
     with pytest.raises(VersionConflict):  # same id, different record
@@ -129,9 +139,16 @@ def test_concurrent_cas_never_loses_an_update(store):
             while True:
                 cur = store.get(n.id)
                 try:
-                    store.commit(WriteBatch(updates=[
-                        (cur.copy(content=str(int(cur.content) + 1), version=cur.version + 1),
-                         cur.version)]))
+                    store.commit(
+                        WriteBatch(
+                            updates=[
+                                (
+                                    cur.copy(content=str(int(cur.content) + 1), version=cur.version + 1),
+                                    cur.version,
+                                )
+                            ]
+                        )
+                    )
                     wins.append(1)
                     break
                 except VersionConflict:

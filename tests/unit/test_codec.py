@@ -13,8 +13,14 @@ scope_field = st.text(alphabet="abcxyz0123", max_size=5)
 times = st.floats(min_value=0, max_value=2e9, allow_nan=False)
 structured = st.dictionaries(
     st.text(max_size=5),
-    st.one_of(st.none(), st.booleans(), st.integers(-(2**40), 2**40), st.text(max_size=8),
-              st.floats(allow_nan=False), st.lists(st.integers(0, 9), max_size=3)),
+    st.one_of(
+        st.none(),
+        st.booleans(),
+        st.integers(-(2**40), 2**40),
+        st.text(max_size=8),
+        st.floats(allow_nan=False),
+        st.lists(st.integers(0, 9), max_size=3),
+    ),
     max_size=4,
 )
 

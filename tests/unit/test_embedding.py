@@ -28,8 +28,9 @@ def test_encode_normalised_ordered_and_cached(embedder):
 
 
 def test_similar_texts_are_close(embedder):
-    v = embedder.encode(["I love programming in Rust", "Rust is my favourite language",
-                         "The weather is rainy today"])
+    v = embedder.encode(
+        ["I love programming in Rust", "Rust is my favourite language", "The weather is rainy today"]
+    )
     assert v[0] @ v[1] > v[0] @ v[2] + 0.2
 
 

@@ -25,8 +25,12 @@ def test_visibility_rule():
 def test_visible_scopes_enumerates_exactly_the_visible_ones():
     ctx = Context("acme", "u1", "", "s1")
     got = {s.as_tuple() for s in ctx.visible_scopes()}
-    assert got == {("acme", "", "", ""), ("acme", "u1", "", ""), ("acme", "", "", "s1"),
-                   ("acme", "u1", "", "s1")}
+    assert got == {
+        ("acme", "", "", ""),
+        ("acme", "u1", "", ""),
+        ("acme", "", "", "s1"),
+        ("acme", "u1", "", "s1"),
+    }
 
 
 def test_widen_never_narrows():

@@ -35,8 +35,13 @@ def clock():
 
 @pytest.fixture
 def shard(tmp_path, clock):
-    s = Shard("shard-0", SqliteStore(tmp_path / "r.sqlite"), EdgeVectorIndex(tmp_path / "v", 384),
-              dim=384, clock=clock)
+    s = Shard(
+        "shard-0",
+        SqliteStore(tmp_path / "r.sqlite"),
+        EdgeVectorIndex(tmp_path / "v", 384),
+        dim=384,
+        clock=clock,
+    )
     yield s
     s.close()
 
@@ -47,8 +52,9 @@ def put(shard, embedder, ctx, texts, scope=None, **kw):
 
 
 def state(shard):
-    return sorted((n.id, n.version, n.content, n.status.value) for n in shard.store.iter_all()), \
-        shard.index.count()
+    return sorted(
+        (n.id, n.version, n.content, n.status.value) for n in shard.store.iter_all()
+    ), shard.index.count()
 
 
 def test_put_search_get(shard, embedder):
@@ -149,8 +155,13 @@ def test_rebuild_from_store_restores_index(tmp_path, embedder, clock):
     import shutil
 
     shutil.rmtree(tmp_path / "v")
-    s2 = Shard("shard-0", SqliteStore(tmp_path / "r.sqlite"), EdgeVectorIndex(tmp_path / "v", 384),
-               dim=384, clock=clock)
+    s2 = Shard(
+        "shard-0",
+        SqliteStore(tmp_path / "r.sqlite"),
+        EdgeVectorIndex(tmp_path / "v", 384),
+        dim=384,
+        clock=clock,
+    )
     assert s2.count() == 25 and s2.index.count() == 25
     hits = s2.search(U1, embedder.encode(["fact number 7 about topic 7"])[0], 1)
     assert hits[0].node.content == "fact number 7 about topic 7"
@@ -180,14 +191,24 @@ def test_salience_and_status_shape_ranking(shard, embedder, clock):
     shard.update(U1, archived[0].id, 1, {"status": MemoryStatus.ARCHIVED})
     ids = {h.node.id for h in shard.search(U1, embedder.encode(["archived deadline note"])[0], 5)}
     assert archived[0].id not in ids
-    ids = {h.node.id for h in shard.search(U1, embedder.encode(["archived deadline note"])[0], 5,
-                                           statuses=[MemoryStatus.ARCHIVED])}
+    ids = {
+        h.node.id
+        for h in shard.search(
+            U1, embedder.encode(["archived deadline note"])[0], 5, statuses=[MemoryStatus.ARCHIVED]
+        )
+    }
     assert ids == {archived[0].id}
 
 
 def test_expired_working_memory_not_recalled(shard, embedder, clock):
-    put(shard, embedder, U1, ["scratch: current step is 3"], kind=MemoryKind.WORKING,
-        expires_at=clock.now() + 60)
+    put(
+        shard,
+        embedder,
+        U1,
+        ["scratch: current step is 3"],
+        kind=MemoryKind.WORKING,
+        expires_at=clock.now() + 60,
+    )
     q = embedder.encode(["current step"])[0]
     assert shard.search(U1, q, 1)[0].node.content == "scratch: current step is 3"
     clock.advance(120)

@@ -27,8 +27,10 @@ def mk(i, scope, kind=MemoryKind.EPISODIC, vec=None):
 
 def test_search_filters_by_scope_kind_status(index):
     a, b = Scope("o", "u1"), Scope("o", "u2")
-    nodes = [mk(i, a if i % 2 else b, MemoryKind.SEMANTIC if i % 3 == 0 else MemoryKind.EPISODIC)
-             for i in range(30)]
+    nodes = [
+        mk(i, a if i % 2 else b, MemoryKind.SEMANTIC if i % 3 == 0 else MemoryKind.EPISODIC)
+        for i in range(30)
+    ]
     index.upsert(nodes)
     assert index.count() == 30
     q = nodes[1].embedding

@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Install everything the tests need, lint, type-check, and run the whole suite.
+# Usage: ./scripts/test.sh [pytest args]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+if ! command -v redis-server >/dev/null 2>&1; then
+  echo "== installing redis-server (apt)"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -q && apt-get install -y -q redis-server
+fi
+
+echo "== installing python packages"
+# torch first: the CPU build on this disk, instead of a multi-GB CUDA download
+python -m pip install -q torch==2.13.0
+python -m pip install -q -e '.[test,bench]'
+
+echo "== ruff"
+ruff check memorybus tests benchmarks
+echo "== mypy"
+mypy
+
+echo "== pytest"
+export HF_HUB_OFFLINE=1
+python -m pytest "$@"
