@@ -55,6 +55,9 @@ class Config:
     embed_batch_size: int = 32
     embed_cache_size: int = 20_000
     shard_num_cpus: float = 0.05
+    #: custom Ray resources each shard / embedder actor requires (placement), e.g. {"memory_node": 0.01}
+    shard_resources: tuple[tuple[str, float], ...] = ()
+    embedder_resources: tuple[tuple[str, float], ...] = ()
     max_content_chars: int = 16_000
     max_batch: int = 10_000
     ingest_chunk: int = 256
@@ -65,6 +68,14 @@ class Config:
     ranking: RankingWeights = field(default_factory=RankingWeights)
 
     def __post_init__(self) -> None:
+        for name in ("shard_resources", "embedder_resources"):
+            value = getattr(self, name)
+            if isinstance(value, dict):
+                object.__setattr__(self, name, tuple(sorted(value.items())))
+            if not all(
+                isinstance(k, str) and isinstance(v, int | float) and v > 0 for k, v in getattr(self, name)
+            ):
+                raise ConfigError(name, "must map resource names to positive amounts")
         if self.backend not in ("embedded", "redis"):
             raise ConfigError("backend", f"must be 'embedded' or 'redis', got {self.backend!r}")
         if self.backend == "redis" and not self.redis_url:

@@ -60,13 +60,18 @@ class SimAgent:
 
     def observe(self, observations: list[Observation]) -> list[str]:
         items = [
-            {"content": o.content, "scope": o.scope, "importance": o.importance,
-             "source": f"agent:{self.name}"}
+            {
+                "content": o.content,
+                "scope": o.scope,
+                "importance": o.importance,
+                "source": f"agent:{self.name}",
+            }
             for o in observations
         ]
         stored = self.bus.remember_many(items, self.context)
-        return [f"[{self.name}] stored ({o.scope}) {n.content}" for o, n in zip(observations, stored,
-                                                                                strict=True)]
+        return [
+            f"[{self.name}] stored ({o.scope}) {n.content}" for o, n in zip(observations, stored, strict=True)
+        ]
 
     def ask(self, question: str, k: int = 2) -> list[str]:
         hits = self.bus.recall(question, self.context, k=k)

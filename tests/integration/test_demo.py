@@ -14,7 +14,11 @@ def test_demo_runs_and_agents_recall_shared_memories(tmp_path):
     env = dict(os.environ, RAY_TMPDIR=tempfile.mkdtemp(prefix="mbdemo", dir="/tmp"))
     proc = subprocess.run(
         [sys.executable, "-m", "memorybus.cli", "demo", "--data-dir", str(tmp_path / "d")],
-        capture_output=True, text=True, timeout=240, env=env, check=False,
+        capture_output=True,
+        text=True,
+        timeout=240,
+        env=env,
+        check=False,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     lines = proc.stdout.splitlines()

@@ -1,0 +1,1 @@
+"""The bus: broadcast, subscriptions, conflict resolution (core logic; no Ray imports)."""

@@ -1,0 +1,118 @@
+"""Multi-node behaviour on one machine: ray.cluster_utils.Cluster with several raylets.
+
+Records live in Redis (the shared deployment), so a shard actor that loses its
+node restarts on another one and rebuilds its index from the store.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+import uuid
+
+import pytest
+
+pytestmark = [pytest.mark.cluster, pytest.mark.redis, pytest.mark.model, pytest.mark.timeout(300)]
+
+os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    import ray
+    from ray.cluster_utils import Cluster
+
+    c = Cluster(
+        initialize_head=True,
+        head_node_args={
+            "num_cpus": 1,
+            "resources": {"head": 1},
+            "_system_config": {
+                "health_check_initial_delay_ms": 0,
+                "health_check_period_ms": 500,
+                "health_check_timeout_ms": 500,
+                "health_check_failure_threshold": 3,
+            },
+        },
+    )
+    workers = [c.add_node(num_cpus=1, resources={f"node_{i}": 1, "shard_slot": 1}) for i in range(2)]
+    c.wait_for_nodes()
+    ray.init(address=c.address, log_to_driver=False, configure_logging=False)
+    yield c, workers
+    ray.shutdown()
+    c.shutdown()
+
+
+def _node_of(handle):
+    import ray
+
+    return ray.get(handle.node_id.remote(), timeout=30)
+
+
+def test_agents_on_many_nodes_share_memory_and_survive_node_loss(cluster, redis_server, tmp_path):
+    import ray
+
+    import memorybus as mb
+    from memorybus import Config, Context
+
+    c, workers = cluster
+    cfg = Config.redis(
+        redis_server.url,
+        data_dir=str(tmp_path / "d"),
+        num_shards=2,
+        namespace=f"mn_{uuid.uuid4().hex[:6]}",
+        shard_resources={"shard_slot": 0.01},
+        embedder_resources={"head": 1},
+    )
+    bus = mb.connect(cfg)
+    try:
+        org = "acme"
+
+        @ray.remote(num_cpus=0)
+        def agent(b, i):
+            ctx = Context(org, f"u{i % 3}", f"agent{i}")
+            stored = b.remember_many(
+                [
+                    {
+                        "content": f"agent {i} finding {j}: valve {i}-{j} pressure is {i * 10 + j} bar",
+                        "scope": "user",
+                    }
+                    for j in range(10)
+                ],
+                ctx,
+            )
+            return ray.get_runtime_context().get_node_id(), [n.id for n in stored]
+
+        # two agents pinned to each worker node, writing at once
+        refs = [agent.options(resources={f"node_{i % 2}": 0.1}).remote(bus, i) for i in range(4)]
+        results = ray.get(refs, timeout=180)
+        assert len({node for node, _ in results}) == 2
+        ids = [i for _, group in results for i in group]
+        assert len(set(ids)) == 40
+
+        shards = bus._shard_handles()
+        shard_nodes = [ray.get(s.node_id.remote(), timeout=30) for s in shards]
+        assert set(shard_nodes) <= {w.node_id for w in workers}  # placed by shard_resources
+        victim_node = next(w for w in workers if w.node_id in shard_nodes)
+        c.remove_node(victim_node)
+        # the lost shard restarts on the surviving worker and rebuilds from Redis
+        deadline = time.time() + 90
+        while True:
+            try:
+                moved = [ray.get(s.node_id.remote(), timeout=10) for s in shards]
+                if victim_node.node_id not in moved:
+                    break
+            except Exception:
+                pass
+            assert time.time() < deadline, "shard actor did not move off the removed node"
+            time.sleep(0.5)
+        assert bus.count() == 40
+        for i in range(4):
+            ctx = Context(org, f"u{i % 3}", "reader")
+            hits = bus.recall(f"agent {i} finding 3 valve {i}-3 pressure", ctx, k=3)
+            assert hits[0].node.content.startswith(f"agent {i} finding 3:")
+        # a user never sees another user's findings, on any node
+        hits = bus.recall("valve pressure", Context(org, "u1"), k=40)
+        assert {h.node.scope.user for h in hits} == {"u1"}
+    finally:
+        bus.shutdown()
