@@ -9,9 +9,11 @@ Public API::
     hits = bus.recall("which language for the backend?", ctx)
 """
 
+from memorybus.bus.conflicts import Strategy
 from memorybus.client import MemoryBus, connect
+from memorybus.client_bus import Inbox, Subscription
 from memorybus.clock import Clock, ManualClock, SystemClock
-from memorybus.config import Config, RankingWeights
+from memorybus.config import BusPolicy, Config, RankingWeights
 from memorybus.errors import (
     ConfigError,
     EmbeddingError,
@@ -24,18 +26,26 @@ from memorybus.errors import (
     StoreUnavailable,
     VersionConflict,
 )
+from memorybus.events import Event, EventFilter, EventKind
 from memorybus.model import MemoryKind, MemoryNode, MemoryStatus, salience
 from memorybus.retrieval import RecallHit
 from memorybus.scopes import Context, Level, Scope
+from memorybus.shard import FactResult
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "BusPolicy",
     "Clock",
     "Config",
     "ConfigError",
     "Context",
     "EmbeddingError",
+    "Event",
+    "EventFilter",
+    "EventKind",
+    "FactResult",
+    "Inbox",
     "IndexUnavailable",
     "InvalidMemory",
     "InvalidRequest",
@@ -52,6 +62,8 @@ __all__ = [
     "Scope",
     "ScopeViolation",
     "StoreUnavailable",
+    "Strategy",
+    "Subscription",
     "SystemClock",
     "VersionConflict",
     "connect",

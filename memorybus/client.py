@@ -15,13 +15,16 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable, Sequence
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
 
 from memorybus.actors import runtime
 from memorybus.actors.runtime import Op, Settled
+from memorybus.client_bus import BusClientMixin, MaintenanceClientMixin
 from memorybus.config import Config
+from memorybus.context import ContextBlock, ContextBuilder
 from memorybus.errors import (
     InvalidMemory,
     InvalidRequest,
@@ -31,6 +34,8 @@ from memorybus.errors import (
 )
 from memorybus.model import MemoryKind, MemoryNode, MemoryStatus
 from memorybus.retrieval import DEFAULT_STATUSES, RecallHit, merge_hits
+from memorybus.retrieval.hybrid import RecallOptions
+from memorybus.retrieval.structure import embedding_texts
 from memorybus.scopes import Context, Level, Router, Scope
 
 _REMEMBER_FIELDS = frozenset(
@@ -59,7 +64,7 @@ _REMEMBER_FIELDS = frozenset(
 )
 
 
-class MemoryBus:
+class MemoryBus(BusClientMixin, MaintenanceClientMixin):
     """A handle on the memory bus. Cheap to pickle; actors are found by name."""
 
     def __init__(self, config: Config, *, _create: bool = False) -> None:
@@ -69,6 +74,8 @@ class MemoryBus:
         self.router = Router(config.num_shards)
         self._shards: list[Any] | None = None
         self._embedders: list[Any] | None = None
+        self._hubs: list[Any] | None = None
+        self._maintenance: dict[str, Any] = {}
         self._rr = 0
         if _create:
             self._create_actors()
@@ -83,7 +90,13 @@ class MemoryBus:
         cfg = self.config
         self._embedders = [actors.create_embedder(cfg, i) for i in range(cfg.embedder_replicas)]
         self._shards = [actors.create_shard(cfg, i) for i in range(cfg.num_shards)]
+        self._hubs = [actors.create_bus(cfg, p) for p in range(cfg.bus.partitions)]
         ready = [e.dim.remote() for e in self._embedders] + [s.count.remote() for s in self._shards]
+        ready += [h.ready.remote() for h in self._hubs]
+        if cfg.schedule_maintenance:
+            for kind in ("decay", "consolidation"):
+                self._maintenance[kind] = actors.create_maintenance(cfg, kind)
+                ready.append(self._maintenance[kind].start.remote())
         runtime.wait_ready(ready, timeout=300)
 
     def _shard_handles(self) -> list[Any]:
@@ -92,10 +105,24 @@ class MemoryBus:
 
             ns = self.config.namespace
             self._shards = [
-                actors.lookup(actors.shard_actor_name(self.config, i), ns)
-                for i in range(self.config.num_shards)
+                actors.lookup(actors.shard_actor_name(self.config, i), ns) for i in range(self.config.num_shards)
             ]
         return self._shards
+
+    def _local_encoder(self) -> Any:
+        """The model in this process, for queries (``RankingWeights.local_query_encoder``)."""
+        encoder = getattr(self, "_query_encoder", None)
+        if encoder is None:
+            from memorybus.embedding import Embedder
+
+            encoder = Embedder(
+                self.config.resolved_model_path(),
+                threads=max(1, int(self.config.embedder_num_cpus)),
+                batch_size=self.config.embed_batch_size,
+                cache_size=1000,
+            )
+            self._query_encoder = encoder
+        return encoder
 
     def _embedder(self) -> Any:
         if self._embedders is None:
@@ -166,9 +193,11 @@ class MemoryBus:
         chunk = self.config.ingest_chunk
         results: dict[str, MemoryNode] = {}
         window: list[list[Any]] = []
+        sent: list[list[list[str]]] = []  # ids per call: a deduplicated write returns another id
         for start in range(0, len(nodes), chunk):
             part = nodes[start : start + chunk]
-            vectors = self._embedder().encode.remote([n.content for n in part])
+            texts = embedding_texts(part, self.config.ranking.contextual_text)  # no date stamp in vectors
+            vectors = self._embedder().encode.remote(texts)
             by_shard: dict[int, list[int]] = {}
             for row, node in enumerate(part):
                 by_shard.setdefault(self.router.shard_for(node.scope.key), []).append(row)
@@ -179,12 +208,13 @@ class MemoryBus:
                     for s, rows in by_shard.items()
                 ]
             )
+            sent.append([[part[r].id for r in rows] for rows in by_shard.values()])
             if len(window) >= 4:
-                for stored in (yield window.pop(0)):
-                    results.update((n.id, n) for n in stored)
-        for refs in window:
-            for stored in (yield refs):
-                results.update((n.id, n) for n in stored)
+                for stored, asked in zip((yield window.pop(0)), sent.pop(0), strict=True):
+                    results.update(zip(asked, stored, strict=True))
+        for refs, asked_per_call in zip(window, sent, strict=True):
+            for stored, asked in zip((yield refs), asked_per_call, strict=True):
+                results.update(zip(asked, stored, strict=True))
         return [results[i] for i in ids]
 
     def remember(self, content: str, context: Context, **fields: Any) -> MemoryNode:
@@ -212,6 +242,10 @@ class MemoryBus:
         statuses: Sequence[MemoryStatus | str] | None,
         include_archived: bool,
         include_deprecated: bool,
+        as_of: float | None = None,
+        start: float | None = None,
+        end: float | None = None,
+        options: RecallOptions | None = None,
     ) -> Op[list[RecallHit]]:
         _check_context(context)
         if not isinstance(query, str) or not query.strip():
@@ -227,12 +261,28 @@ class MemoryBus:
             status_list.append(MemoryStatus.ARCHIVED)
         if include_deprecated:
             status_list.append(MemoryStatus.DEPRECATED)
-        vector = self._embedder().encode.remote([query])
+        if options is not None and not isinstance(options, RecallOptions):
+            raise InvalidRequest("options", "must be a RecallOptions")
+        opts = options or RecallOptions()
+        opts = replace(
+            opts,
+            as_of=opts.as_of if as_of is None else as_of,
+            start=opts.start if start is None else start,
+            end=opts.end if end is None else end,
+        ).validate()
         handles = self._shard_handles()
         owners = sorted({self.router.shard_for(s.key) for s in context.visible_scopes()})
-        refs = [handles[i].search.remote(context, vector, k, kind_list or None, status_list) for i in owners]
+        if self.config.ranking.local_query_encoder:
+            # the query is embedded here, in the caller's process: no embedder round trip
+            vector: Any = self._local_encoder().encode([query])[0]
+        else:
+            # the vector ref goes in a list: each shard plans its search while the query is embedded
+            vector = [self._embedder().encode.remote([query])]
+        refs = [
+            handles[i].recall.remote(context, vector, k, kind_list or None, status_list, query, opts) for i in owners
+        ]
         groups = yield refs
-        return merge_hits(groups, k)
+        return merge_hits(groups, k, self.config.ranking)
 
     def recall(
         self,
@@ -244,10 +294,28 @@ class MemoryBus:
         statuses: Sequence[MemoryStatus | str] | None = None,
         include_archived: bool = False,
         include_deprecated: bool = False,
+        as_of: float | None = None,
+        start: float | None = None,
+        end: float | None = None,
+        options: RecallOptions | None = None,
     ) -> list[RecallHit]:
-        """The ``k`` memories visible to ``context`` that best answer ``query``."""
+        """The ``k`` memories visible to ``context`` that best answer ``query``.
+
+        Hybrid recall in every shard that owns a visible scope (dense + keyword,
+        session, speaker and time aware; see :mod:`memorybus.retrieval.hybrid`),
+        merged by score. Deprecated (superseded) and archived memories are
+        excluded unless asked for; ``as_of`` (epoch seconds) recalls the state
+        valid at that time; ``start``/``end`` keep memories whose event time
+        (``valid_from``) is in ``[start, end)``. ``options``
+        (:class:`~memorybus.retrieval.RecallOptions`) adds session neighbours and
+        relation-linked memories after the ``k`` hits, sets the reference time of
+        relative expressions ("last week"), or makes the recall read-only
+        (``touch=False``).
+        """
         return runtime.run_sync(
-            self._recall_op(query, context, k, kinds, statuses, include_archived, include_deprecated)
+            self._recall_op(
+                query, context, k, kinds, statuses, include_archived, include_deprecated, as_of, start, end, options
+            )
         )
 
     async def recall_async(
@@ -260,10 +328,69 @@ class MemoryBus:
         statuses: Sequence[MemoryStatus | str] | None = None,
         include_archived: bool = False,
         include_deprecated: bool = False,
+        as_of: float | None = None,
+        start: float | None = None,
+        end: float | None = None,
+        options: RecallOptions | None = None,
     ) -> list[RecallHit]:
         return await runtime.run_async(
-            self._recall_op(query, context, k, kinds, statuses, include_archived, include_deprecated)
+            self._recall_op(
+                query, context, k, kinds, statuses, include_archived, include_deprecated, as_of, start, end, options
+            )
         )
+
+    # ---------------------------------------------------------- prompt context
+    def _context_for_op(
+        self, query: str, context: Context, token_budget: int, k: int, options: RecallOptions | None
+    ) -> Op[ContextBlock]:
+        if isinstance(token_budget, bool) or not isinstance(token_budget, int) or token_budget < 1:
+            raise InvalidRequest("token_budget", "must be a positive int")
+        recall = self._recall_op(query, context, k, None, None, False, False, None, None, None, options)
+        hits = yield from recall
+        owners = sorted({self.router.shard_for(s.key) for s in context.visible_scopes()})
+        handles = self._shard_handles()
+        pinned_groups = yield [handles[i].pinned.remote(context) for i in owners]
+        builder = ContextBuilder([n for g in pinned_groups for n in g], hits, token_budget)
+        texts = builder.texts_to_count()
+        embedder = self._embedder()
+        (counted,) = yield [embedder.count_tokens.remote(texts)]
+        counts = dict(zip(texts, counted, strict=True))
+        block = builder.build(counts)
+        while True:
+            (total,) = yield [embedder.count_tokens.remote([block.text])]
+            block.tokens = int(total[0]) if block.text else 0
+            if block.tokens <= token_budget:
+                return block
+            block = builder.shrink(block, counts)
+
+    def context_for(
+        self,
+        query: str,
+        context: Context,
+        token_budget: int = 1000,
+        *,
+        k: int = 20,
+        options: RecallOptions | None = None,
+    ) -> ContextBlock:
+        """A prompt-ready block for ``query``: core memory (memories tagged ``pinned`` or
+        ``core``, most important first), then the recalled memories grouped by
+        session and dated. Its text never exceeds ``token_budget`` tokens of the
+        embedding model's tokenizer; what did not fit is listed in ``dropped``.
+        ``options`` as for :meth:`recall` (e.g. ``RecallOptions(neighbors=1)``
+        to bring the turns around each hit).
+        """
+        return runtime.run_sync(self._context_for_op(query, context, token_budget, k, options))
+
+    async def context_for_async(
+        self,
+        query: str,
+        context: Context,
+        token_budget: int = 1000,
+        *,
+        k: int = 20,
+        options: RecallOptions | None = None,
+    ) -> ContextBlock:
+        return await runtime.run_async(self._context_for_op(query, context, token_budget, k, options))
 
     # ---------------------------------------------------- get / update / forget
     def _fanout_op(self, method: str, context: Context, memory_id: str, *args: Any) -> Op[Any]:
@@ -310,9 +437,7 @@ class MemoryBus:
         node = yield from self._fanout_op("update", context, memory_id, expected_version, changes, vector)
         return node
 
-    def update(
-        self, memory_id: str, context: Context, *, expected_version: int, **changes: Any
-    ) -> MemoryNode:
+    def update(self, memory_id: str, context: Context, *, expected_version: int, **changes: Any) -> MemoryNode:
         """Compare-and-set: change fields if the stored version is ``expected_version``.
 
         Raises VersionConflict (with the actual version) otherwise.
@@ -345,9 +470,7 @@ class MemoryBus:
         """Delete a memory from store and index. Raises MemoryNotFound if absent."""
         return runtime.run_sync(self._forget_op(memory_id, context, expected_version))
 
-    async def forget_async(
-        self, memory_id: str, context: Context, *, expected_version: int | None = None
-    ) -> bool:
+    async def forget_async(self, memory_id: str, context: Context, *, expected_version: int | None = None) -> bool:
         return await runtime.run_async(self._forget_op(memory_id, context, expected_version))
 
     # ----------------------------------------------------------------- upkeep
@@ -365,10 +488,12 @@ class MemoryBus:
 
     def shutdown(self) -> None:
         """Kill this bus's actors (the data stays in the store)."""
-        for h in (self._shards or []) + (self._embedders or []):
+        for h in (self._shards or []) + (self._embedders or []) + (self._hubs or []) + list(self._maintenance.values()):
             runtime.kill(h)
+        self._maintenance = {}
         self._shards = None
         self._embedders = None
+        self._hubs = None
 
 
 def _check_context(context: object) -> None:

@@ -64,6 +64,7 @@ def node_to_dict(node: MemoryNode, *, with_embedding: bool = True) -> dict[str, 
         "source": node.source,
         "source_ids": list(node.source_ids),
         "tags": list(node.tags),
+        "fact_seq": node.fact_seq,
     }
 
 
@@ -96,6 +97,7 @@ def node_from_dict(d: dict[str, Any]) -> MemoryNode:
             source=d["source"],
             source_ids=tuple(d["source_ids"]),
             tags=tuple(d["tags"]),
+            fact_seq=d.get("fact_seq", 0),
         )
     except (KeyError, TypeError, ValueError) as exc:
         raise InvalidMemory("envelope", f"malformed node record: {exc!r}") from None

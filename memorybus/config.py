@@ -12,21 +12,109 @@ from dataclasses import dataclass, field, fields, replace
 from typing import Any, Literal
 
 from memorybus.errors import ConfigError
+from memorybus.maintenance import ConsolidationPolicy, DecayPolicy
 
 
 @dataclass(frozen=True, slots=True)
 class RankingWeights:
-    """Weights of the recall score.
+    """Weights of hybrid recall (see :mod:`memorybus.retrieval.hybrid`).
 
-    ``score = relevance * (1 - w_salience + w_salience * salience_norm)
-              + w_recency * recency + w_importance * importance_norm``
+    Query relevance of a candidate (dense and keyword candidates of the shard):
+
+    ``relevance = dense * dense_norm + keyword * bm25_norm``
+    ``          + source_match * [the query names the memory's speaker/source]``
+    ``          + neighbor * best relevance of its session neighbours``
+    ``          + session * (best relevance in its session``
+    ``                       + session_centroid * scaled cosine of the session's centroid)``
+    ``          + graph * link score of a fact (non-episodic) in the shard's temporal graph``
+    ``          + time_match * closeness of its event time to a time the query names``
+
+    (``dense_norm = max(0, 1 - (best_cosine - cosine) / dense_span)``; ``bm25_norm``:
+    BM25 over the best BM25). Then the rerank by what the shard knows of the memory:
+
+    ``score = relevance * (1 - w_salience + w_salience * salience_norm)``
+    ``        + w_recency * recency + w_importance * importance_norm + w_confidence * confidence``
+
+    ``context_mix``: contextual embeddings of episodic memories (a memory's vector
+    plus this share of its session predecessor's; 0 turns it off; no extra model
+    work). ``contextual_text``: also embed the predecessor's text with the memory
+    (more model work per memory; off by default). ``hybrid=False``: dense only.
+    ``local_query_encoder``: the client embeds queries in its own process (loads
+    the model there once) instead of asking the embedder actor: one round trip
+    less per recall; memories are still embedded by the batching embedder.
     """
 
-    salience: float = 0.3
+    salience: float = 0.15
     recency: float = 0.05
     importance: float = 0.05
+    confidence: float = 0.05
     recency_half_life_days: float = 30.0
     candidate_multiplier: int = 4
+    hybrid: bool = True
+    dense: float = 1.0
+    keyword: float = 0.45
+    source_match: float = 0.35
+    neighbor: float = 0.15
+    session: float = 0.35
+    session_centroid: float = 0.5
+    graph: float = 0.3
+    time_match: float = 0.4
+    time_slack_days: float = 10.0
+    dense_span: float = 0.75
+    dense_candidates: int = 100
+    exact_dense_limit: int = 4096
+    neighbor_candidates: int = 30
+    keyword_candidates: int = 100
+    context_mix: float = 0.35
+    contextual_text: bool = False
+    local_query_encoder: bool = False
+    bm25_k1: float = 1.2
+    bm25_b: float = 0.75
+
+
+@dataclass(frozen=True, slots=True)
+class BusPolicy:
+    """How the bus resolves keyed facts, deduplicates and fans out events.
+
+    - ``strategy``: default conflict strategy (``confidence_weighted``, ``recency``,
+      ``authority``); ``authorities``: agent names, or ``role:<name>``, whose
+      assertions win under ``authority`` and who may broadcast anyone's memory.
+    - ``fact_half_life_days``: how fast an older fact's confidence stops counting.
+    - ``near_duplicate``: cosine at or above which a new semantic/procedural memory
+      in the same scope is a duplicate of an existing one and not stored again.
+    - ``contradiction``: cosine at or above which a similar memory is checked for
+      a contradiction (by the judge; default: negation or different numbers).
+    - ``max_cas_retries``: compare-and-set attempts before ``VersionConflict``.
+    - ``broadcast_discount``: confidence factor of a broadcast copy.
+    - ``partitions``: bus actors; orgs are spread over them.
+    - ``subscriber_queue``: events held per live subscriber before it is switched
+      to replay from the log (slow subscribers never block writers).
+    """
+
+    strategy: str = "confidence_weighted"
+    authorities: tuple[str, ...] = ()
+    fact_half_life_days: float = 30.0
+    near_duplicate: float = 0.97
+    contradiction: float = 0.85
+    max_cas_retries: int = 16
+    broadcast_discount: float = 0.9
+    partitions: int = 1
+    subscriber_queue: int = 10_000
+    delivery_batch: int = 256
+
+
+@dataclass(frozen=True, slots=True)
+class GraphPolicy:
+    """The per-shard temporal knowledge graph and multi-hop recall.
+
+    ``hops``: how far recall expands the query's entities (0 turns the graph off);
+    ``fanout``: edges followed per entity per hop (a hub cannot explode the
+    expansion); ``weight``: how much a graph link lifts a memory's score.
+    """
+
+    hops: int = 2
+    fanout: int = 16
+    weight: float = 0.3
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,8 +154,20 @@ class Config:
     detached: bool = False
     ray_address: str | None = None
     ranking: RankingWeights = field(default_factory=RankingWeights)
+    bus: BusPolicy = field(default_factory=BusPolicy)
+    graph: GraphPolicy = field(default_factory=GraphPolicy)
+    decay: DecayPolicy = field(default_factory=DecayPolicy)
+    consolidation: ConsolidationPolicy = field(default_factory=ConsolidationPolicy)
+    #: start the decay and consolidation schedules when ``connect`` creates the actors
+    schedule_maintenance: bool = False
 
     def __post_init__(self) -> None:
+        if self.bus.strategy not in ("confidence_weighted", "recency", "authority"):
+            raise ConfigError("bus.strategy", f"unknown strategy {self.bus.strategy!r}")
+        if self.bus.partitions < 1 or self.bus.subscriber_queue < 1 or self.bus.max_cas_retries < 1:
+            raise ConfigError("bus", "partitions, subscriber_queue and max_cas_retries must be >= 1")
+        if not 0 < self.bus.broadcast_discount <= 1:
+            raise ConfigError("bus.broadcast_discount", "must be in (0, 1]")
         for name in ("shard_resources", "embedder_resources"):
             value = getattr(self, name)
             if isinstance(value, dict):

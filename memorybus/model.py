@@ -78,6 +78,8 @@ class MemoryNode:
     source: str = ""
     source_ids: tuple[str, ...] = ()
     tags: tuple[str, ...] = ()
+    #: position of this node in the history of its keyed fact (0: not written as a fact)
+    fact_seq: int = 0
 
     # ------------------------------------------------------------------ helpers
     def stamped(self, now: float | None = None) -> MemoryNode:
@@ -174,6 +176,8 @@ class MemoryNode:
             raise InvalidMemory("access_count", "must be an int")
         if node.access_count < 0:
             raise InvalidMemory("access_count", "must be >= 0")
+        if isinstance(node.fact_seq, bool) or not isinstance(node.fact_seq, int) or node.fact_seq < 0:
+            raise InvalidMemory("fact_seq", "must be an int >= 0")
         if node.key is not None and (not isinstance(node.key, str) or not node.key.strip()):
             raise InvalidMemory("key", "must be a non-empty string or None")
         if node.key is not None and len(node.key) > 512:

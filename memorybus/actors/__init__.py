@@ -10,7 +10,9 @@ from typing import Any
 
 import ray
 
+from memorybus.actors.bus import BusActor
 from memorybus.actors.embedder import EmbedderActor
+from memorybus.actors.maintenance import ConsolidationActor, DecayActor
 from memorybus.actors.shard import ShardActor
 from memorybus.config import Config
 from memorybus.scopes import shard_name
@@ -24,6 +26,10 @@ def shard_actor_name(config: Config, index: int) -> str:
 
 def embedder_actor_name(config: Config, index: int) -> str:
     return f"{config.namespace}:embedder-{index}"
+
+
+def bus_actor_name(config: Config, partition: int) -> str:
+    return f"{config.namespace}:bus-{partition}"
 
 
 def _lifetime(config: Config) -> dict[str, Any]:
@@ -59,6 +65,43 @@ def embedder_options(config: Config, index: int) -> dict[str, Any]:
     }
 
 
+def bus_options(config: Config, partition: int) -> dict[str, Any]:
+    return {
+        "name": bus_actor_name(config, partition),
+        "namespace": config.namespace,
+        "get_if_exists": True,
+        "num_cpus": config.shard_num_cpus,
+        "resources": dict(config.shard_resources),
+        "max_restarts": -1,
+        "max_task_retries": -1,
+        "max_concurrency": 1000,
+        **_lifetime(config),
+    }
+
+
+def create_bus(config: Config, partition: int) -> Any:
+    return ray.remote(BusActor).options(**bus_options(config, partition)).remote(config, partition)
+
+
+def maintenance_name(config: Config, kind: str) -> str:
+    return f"{config.namespace}:{kind}"
+
+
+def create_maintenance(config: Config, kind: str, *args: Any) -> Any:
+    cls = DecayActor if kind == "decay" else ConsolidationActor
+    opts = {
+        "name": maintenance_name(config, kind),
+        "namespace": config.namespace,
+        "get_if_exists": True,
+        "num_cpus": config.shard_num_cpus,
+        "max_restarts": -1,
+        "max_task_retries": 0,
+        "max_concurrency": 16,
+        **_lifetime(config),
+    }
+    return ray.remote(cls).options(**opts).remote(config, *args)
+
+
 def create_shard(config: Config, index: int) -> Any:
     return ray.remote(ShardActor).options(**shard_options(config, index)).remote(config, shard_name(index))
 
@@ -72,11 +115,18 @@ def lookup(name: str, namespace: str) -> Any:
 
 
 __all__ = [
+    "BusActor",
+    "ConsolidationActor",
+    "DecayActor",
     "EmbedderActor",
     "ShardActor",
+    "bus_actor_name",
+    "create_bus",
     "create_embedder",
+    "create_maintenance",
     "create_shard",
     "embedder_actor_name",
     "lookup",
+    "maintenance_name",
     "shard_actor_name",
 ]

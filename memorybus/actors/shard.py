@@ -8,19 +8,105 @@ from typing import Any
 
 import numpy as np
 
+from memorybus.bus.routing import partition_of
 from memorybus.config import Config
+from memorybus.events import Event, EventFilter
+from memorybus.maintenance import Cluster, ConsolidationPolicy, DecayPolicy
 from memorybus.model import MemoryKind, MemoryNode, MemoryStatus
 from memorybus.retrieval import RecallHit
-from memorybus.scopes import Context
+from memorybus.retrieval.hybrid import RecallOptions
+from memorybus.scopes import Context, Scope
+from memorybus.shard import FactResult
 from memorybus.storage.factory import open_shard
 
 
 class ShardActor:
-    """Owns the scopes routed to shard ``name``. Calls run one at a time."""
+    """Owns the scopes routed to shard ``name``. Calls run one at a time.
+
+    Every committed event is pushed, fire-and-forget, to the bus actor of its
+    org; the durable event log is the fallback when a push is lost.
+    """
 
     def __init__(self, config: Config, name: str) -> None:
         self.name = name
-        self._shard = open_shard(config, name)
+        self.config = config
+        self._hubs: dict[int, Any] = {}
+        self._shard = open_shard(config, name, on_events=self._publish)
+
+    def _hub(self, partition: int) -> Any:
+        hub = self._hubs.get(partition)
+        if hub is None:
+            import ray
+
+            try:
+                hub = ray.get_actor(
+                    f"{self.config.namespace}:bus-{partition}", namespace=self.config.namespace
+                )
+            except ValueError:
+                return None
+            self._hubs[partition] = hub
+        return hub
+
+    def _publish(self, events: list[Event]) -> None:
+        groups: dict[int, list[Event]] = {}
+        for ev in events:
+            groups.setdefault(partition_of(ev.node.scope.org, self.config.bus.partitions), []).append(ev)
+        for partition, evs in groups.items():
+            hub = self._hub(partition)
+            if hub is not None:
+                hub.publish.remote(evs)
+
+    def assert_fact(
+        self, context: Context, node: MemoryNode, vector: np.ndarray | None, strategy: str | None
+    ) -> FactResult:
+        if vector is not None:
+            vector = np.asarray(vector)
+            vector = vector[0] if vector.ndim == 2 else vector
+        return self._shard.assert_fact(context, node, vector, strategy)
+
+    def assert_facts(
+        self,
+        context: Context,
+        nodes: list[MemoryNode],
+        vectors: np.ndarray | None,
+        rows: list[int],
+        strategy: str | None,
+    ) -> list[FactResult]:
+        vecs = None if vectors is None else np.asarray(vectors)[rows]
+        return self._shard.assert_facts(context, nodes, vecs, strategy)
+
+    def decay_sweep(self, now: float, policy: DecayPolicy) -> dict[str, int]:
+        return self._shard.decay_sweep(now, policy)
+
+    def consolidation_plan(
+        self, now: float, policy: ConsolidationPolicy, scopes: list[str] | None, due_only: bool
+    ) -> list[Cluster]:
+        return self._shard.consolidation_plan(now, policy, scopes, due_only)
+
+    def apply_consolidation(
+        self, member_ids: list[str], text: str, vector: np.ndarray, now: float, policy: ConsolidationPolicy
+    ) -> MemoryNode | None:
+        return self._shard.apply_consolidation(member_ids, text, vector, now, policy)
+
+    def current_fact(self, context: Context, key: str, scope: Scope) -> MemoryNode | None:
+        return self._shard.current_fact(context, key, scope)
+
+    def history(self, context: Context, key: str, scope: Scope) -> list[Event]:
+        return self._shard.history(context, key, scope)
+
+    def broadcast_source(self, context: Context, memory_id: str, to: str) -> MemoryNode:
+        return self._shard.broadcast_source(context, memory_id, to)
+
+    def put_broadcast(self, context: Context, copy: MemoryNode) -> MemoryNode:
+        return self._shard.put_broadcast(context, copy)
+
+    def read_events(
+        self, context: Context, cursors: dict[str, int], flt: EventFilter | None, limit: int
+    ) -> tuple[list[Event], dict[str, int]]:
+        return self._shard.read_events(context, cursors, flt, limit)
+
+    def last_seqs(self, context: Context) -> dict[str, int]:
+        return self._shard.last_seqs(context)
 
     def put_many(
         self,
@@ -57,8 +143,35 @@ class ShardActor:
         k: int,
         kinds: Sequence[MemoryKind] | None = None,
         statuses: Sequence[MemoryStatus] | None = None,
+        as_of: float | None = None,
     ) -> list[RecallHit]:
-        return self._shard.search(context, vector, k, kinds=kinds, statuses=statuses)
+        return self._shard.search(context, vector, k, kinds=kinds, statuses=statuses, as_of=as_of)
+
+    def recall(
+        self,
+        context: Context,
+        vector: np.ndarray,
+        k: int,
+        kinds: Sequence[MemoryKind] | None,
+        statuses: Sequence[MemoryStatus] | None,
+        query: str | None,
+        options: RecallOptions | None,
+    ) -> list[RecallHit]:
+        """Hybrid recall (see :meth:`memorybus.shard.Shard.search`).
+
+        ``vector`` may be ``[ObjectRef]`` (a ref in a list, so Ray does not wait for it
+        before calling): the search is planned first, then the vector is fetched, so
+        the planning overlaps the query's embedding.
+        """
+        plan = self._shard.plan_search(context, k, kinds=kinds, statuses=statuses, query=query, options=options)
+        if isinstance(vector, list):
+            import ray
+
+            vector = ray.get(vector[0], timeout=120)
+        return self._shard.run_search(plan, vector)
+
+    def pinned(self, context: Context) -> list[MemoryNode]:
+        return self._shard.pinned(context)
 
     def flush(self) -> int:
         return self._shard.flush()

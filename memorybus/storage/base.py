@@ -15,6 +15,19 @@ from typing import Protocol, runtime_checkable
 from memorybus.model import MemoryNode
 
 
+@dataclass(frozen=True, slots=True)
+class SlotWrite:
+    """Compare-and-set of a keyed fact's head: ``(scope_key, key)`` must be at
+    ``expected_seq`` (0 when the slot is new); it becomes ``expected_seq + count``
+    (``count`` assertions in one batch) pointing at ``head_id``."""
+
+    scope_key: str
+    key: str
+    expected_seq: int
+    head_id: str
+    count: int = 1
+
+
 @dataclass(slots=True)
 class WriteBatch:
     """Operations applied together by :meth:`Store.commit`.
@@ -26,14 +39,20 @@ class WriteBatch:
       version equals ``expected_version``; ``node.version`` must be
       ``expected_version + 1``. Scope and key of a node never change.
     - ``deletes``: ``(id, expected_version)``; ``None`` deletes any version.
+    - ``slots``: keyed-fact head moves (:class:`SlotWrite`), checked like updates.
+    - ``events``: ``(scope_key, blob)`` appended to the scope's event log; the
+      store assigns each a sequence number, increasing by one per scope, in
+      commit order.
     """
 
     puts: list[MemoryNode] = field(default_factory=list)
     updates: list[tuple[MemoryNode, int]] = field(default_factory=list)
     deletes: list[tuple[str, int | None]] = field(default_factory=list)
+    slots: list[SlotWrite] = field(default_factory=list)
+    events: list[tuple[str, bytes]] = field(default_factory=list)
 
     def __bool__(self) -> bool:
-        return bool(self.puts or self.updates or self.deletes)
+        return bool(self.puts or self.updates or self.deletes or self.slots or self.events)
 
     def ids(self) -> list[str]:
         return [n.id for n in self.puts] + [n.id for n, _ in self.updates] + [i for i, _ in self.deletes]
@@ -45,17 +64,30 @@ class Store(Protocol):
 
     backend: str
 
-    def commit(self, batch: WriteBatch) -> None:
-        """Apply ``batch`` atomically and durably.
+    def commit(self, batch: WriteBatch) -> list[int]:
+        """Apply ``batch`` atomically and durably; return the events' sequence numbers.
 
         Raises VersionConflict (nothing applied) when an update or delete finds
-        another version, or a put finds a different record under its id;
+        another version, a put finds a different record under its id, or a slot
+        is not at its expected sequence;
         MemoryNotFound when an update or delete names a missing id;
         StoreUnavailable when the backend fails.
         """
         ...
 
     def get(self, memory_id: str) -> MemoryNode | None: ...
+
+    def slot(self, scope_key: str, key: str) -> tuple[str | None, int]:
+        """The head node id and sequence of a keyed fact (``(None, 0)`` if new)."""
+        ...
+
+    def read_events(self, scope_key: str, after: int = 0, limit: int = 1000) -> list[tuple[int, bytes]]:
+        """Events of a scope with sequence > ``after``, in order, at most ``limit``."""
+        ...
+
+    def last_seq(self, scope_key: str) -> int:
+        """The sequence number of the scope's latest event (0 if none)."""
+        ...
 
     def get_many(self, ids: Sequence[str]) -> list[MemoryNode | None]: ...
 

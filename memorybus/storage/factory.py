@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 
 from memorybus.clock import Clock
 from memorybus.config import Config
+from memorybus.events import Event
 from memorybus.shard import Shard
 from memorybus.storage.base import Store
 from memorybus.storage.vectors import EdgeVectorIndex, QdrantClientIndex, VectorIndex
@@ -32,7 +34,13 @@ def open_index(config: Config, shard: str) -> VectorIndex:
     return EdgeVectorIndex(os.path.join(config.shard_dir(shard), "vectors"), config.embedding_dim)
 
 
-def open_shard(config: Config, shard: str, *, clock: Clock | None = None) -> Shard:
+def open_shard(
+    config: Config,
+    shard: str,
+    *,
+    clock: Clock | None = None,
+    on_events: Callable[[list[Event]], None] | None = None,
+) -> Shard:
     """Open the store, open the index, and rebuild the index from the store."""
     store = open_store(config, shard)
     index = open_index(config, shard)
@@ -45,4 +53,7 @@ def open_shard(config: Config, shard: str, *, clock: Clock | None = None) -> Sha
         ranking=config.ranking,
         max_content_chars=config.max_content_chars,
         touch_flush_seconds=config.touch_flush_seconds,
+        policy=config.bus,
+        graph=config.graph,
+        on_events=on_events,
     )

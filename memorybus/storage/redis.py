@@ -42,31 +42,45 @@ class RedisKeys:
     def all(self) -> str:
         return f"{self.prefix}:all"
 
-    def stream(self, name: str) -> str:
-        return f"{self.prefix}:x:{name}"
+    def slot(self, scope_key: str, key: str) -> str:
+        return f"{self.prefix}:h:{scope_key}\x1f{key}"
+
+    def seq(self, scope_key: str) -> str:
+        return f"{self.prefix}:q:{scope_key}"
+
+    def stream(self, scope_key: str) -> str:
+        return f"{self.prefix}:x:{scope_key}"
 
 
 # ARGV[1]: msgpack array of ops; ARGV[2]: key prefix.
-# put: {"put", id, blob, version, ac, la, scope_key, fact_key_or_""}
-# cas: {"cas", id, blob, expected}
-# del: {"del", id, "", expected_or_-1}
+# put:  {"put", id, blob, version, ac, la, scope_key, fact_key_or_""}
+# cas:  {"cas", id, blob, expected}
+# del:  {"del", id, "", expected_or_-1}
+# slot: {"slot", scope_key, key, expected_seq, head_id, count}
+# evt:  {"evt", scope_key, blob}
 _COMMIT = """
 local ops = cmsgpack.unpack(ARGV[1])
 local p = ARGV[2]
 for _, op in ipairs(ops) do
-  local nk = p .. ':n:' .. op[2]
-  local v = redis.call('HGET', nk, 'v')
-  if op[1] == 'put' then
-    if v and redis.call('HGET', nk, 'd') ~= op[3] then
-      return {'conflict', op[2], 0, tonumber(v)}
-    end
-  else
-    if not v then return {'missing', op[2]} end
-    if op[4] >= 0 and tonumber(v) ~= op[4] then
-      return {'conflict', op[2], op[4], tonumber(v)}
+  if op[1] == 'slot' then
+    local cur = tonumber(redis.call('HGET', p .. ':h:' .. op[2] .. '\\31' .. op[3], 'q') or '0')
+    if cur ~= op[4] then return {'conflict', op[3] .. '@' .. op[2], op[4], cur} end
+  elseif op[1] ~= 'evt' then
+    local nk = p .. ':n:' .. op[2]
+    local v = redis.call('HGET', nk, 'v')
+    if op[1] == 'put' then
+      if v and redis.call('HGET', nk, 'd') ~= op[3] then
+        return {'conflict', op[2], 0, tonumber(v)}
+      end
+    else
+      if not v then return {'missing', op[2]} end
+      if op[4] >= 0 and tonumber(v) ~= op[4] then
+        return {'conflict', op[2], op[4], tonumber(v)}
+      end
     end
   end
 end
+local out = {'ok'}
 for _, op in ipairs(ops) do
   local nk = p .. ':n:' .. op[2]
   if op[1] == 'put' then
@@ -79,16 +93,25 @@ for _, op in ipairs(ops) do
     end
   elseif op[1] == 'cas' then
     redis.call('HSET', nk, 'v', op[4] + 1, 'd', op[3])
-  else
+  elseif op[1] == 'del' then
     local s = redis.call('HGET', nk, 's')
     local k = redis.call('HGET', nk, 'k')
     redis.call('DEL', nk)
     redis.call('SREM', p .. ':all', op[2])
     redis.call('SREM', p .. ':s:' .. s, op[2])
     if k and k ~= '' then redis.call('SREM', p .. ':k:' .. s .. '\\31' .. k, op[2]) end
+  elseif op[1] == 'slot' then
+    redis.call('HSET', p .. ':h:' .. op[2] .. '\\31' .. op[3], 'q', op[4] + op[6], 'id', op[5])
   end
 end
-return {'ok'}
+for _, op in ipairs(ops) do
+  if op[1] == 'evt' then
+    local seq = redis.call('INCR', p .. ':q:' .. op[2])
+    redis.call('XADD', p .. ':x:' .. op[2], seq .. '-1', 'e', op[3])
+    table.insert(out, seq)
+  end
+end
+return out
 """
 
 _TOUCH = """
@@ -149,10 +172,12 @@ class RedisStore:
             raise StoreUnavailable("redis", f"{type(exc).__name__}: {exc}") from None
 
     # ------------------------------------------------------------------ writes
-    def commit(self, batch: WriteBatch) -> None:
+    def commit(self, batch: WriteBatch) -> list[int]:
         if not batch:
-            return
+            return []
         ops: list[list[Any]] = []
+        for slot in batch.slots:
+            ops.append(["slot", slot.scope_key, slot.key, slot.expected_seq, slot.head_id, slot.count])
         for n in batch.puts:
             ops.append(
                 [
@@ -170,11 +195,13 @@ class RedisStore:
             ops.append(["cas", n.id, encode_node(n), expected])
         for memory_id, expected_del in batch.deletes:
             ops.append(["del", memory_id, b"", -1 if expected_del is None else expected_del])
+        for scope_key, blob in batch.events:
+            ops.append(["evt", scope_key, blob])
         payload = msgpack.packb(ops, use_bin_type=False)
         reply = self._call(self._commit, keys=[self.keys.all()], args=[payload, self.keys.prefix])
         status = reply[0].decode() if isinstance(reply[0], bytes) else reply[0]
         if status == "ok":
-            return
+            return [int(x) for x in reply[1:]]
         memory_id = reply[1].decode() if isinstance(reply[1], bytes) else reply[1]
         if status == "missing":
             raise MemoryNotFound(memory_id)
@@ -203,6 +230,19 @@ class RedisStore:
 
     def _members(self, key: str) -> list[str]:
         return sorted(m.decode() for m in self._call(self._r.smembers, key))
+
+    def slot(self, scope_key: str, key: str) -> tuple[str | None, int]:
+        head, seq = self._call(self._r.hmget, self.keys.slot(scope_key, key), ("id", "q"))
+        return (head.decode() if head else None, int(seq or 0))
+
+    def read_events(self, scope_key: str, after: int = 0, limit: int = 1000) -> list[tuple[int, bytes]]:
+        entries = self._call(
+            self._r.xrange, self.keys.stream(scope_key), min=f"({after}-1", max="+", count=limit
+        )
+        return [(int(eid.split(b"-")[0]), fields[b"e"]) for eid, fields in entries]
+
+    def last_seq(self, scope_key: str) -> int:
+        return int(self._call(self._r.get, self.keys.seq(scope_key)) or 0)
 
     def list_by_scope(self, scope_key: str) -> list[MemoryNode]:
         return [n for n in self.get_many(self._members(self.keys.scope(scope_key))) if n]

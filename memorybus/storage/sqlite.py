@@ -32,6 +32,15 @@ CREATE TABLE IF NOT EXISTS nodes (
 CREATE INDEX IF NOT EXISTS nodes_scope ON nodes(scope_key);
 CREATE INDEX IF NOT EXISTS nodes_key ON nodes(scope_key, mkey) WHERE mkey IS NOT NULL;
 CREATE TABLE IF NOT EXISTS meta (k TEXT PRIMARY KEY, v TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS slots (
+    scope_key TEXT NOT NULL, mkey TEXT NOT NULL, head TEXT NOT NULL, seq INTEGER NOT NULL,
+    PRIMARY KEY (scope_key, mkey)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS seqs (scope_key TEXT PRIMARY KEY, seq INTEGER NOT NULL) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS events (
+    scope_key TEXT NOT NULL, seq INTEGER NOT NULL, blob BLOB NOT NULL,
+    PRIMARY KEY (scope_key, seq)
+) WITHOUT ROWID;
 """
 _COLS = "blob, version, access_count, last_accessed"
 
@@ -60,9 +69,9 @@ class SqliteStore:
             raise StoreUnavailable("sqlite", f"{self.path}: {exc}") from None
 
     # ------------------------------------------------------------------ writes
-    def commit(self, batch: WriteBatch) -> None:
+    def commit(self, batch: WriteBatch) -> list[int]:
         if not batch:
-            return
+            return []
         with self._lock:
             db = self._db
             try:
@@ -70,7 +79,7 @@ class SqliteStore:
             except sqlite3.Error as exc:
                 raise StoreUnavailable("sqlite", str(exc)) from None
             try:
-                self._apply(db, batch)
+                seqs = self._apply(db, batch)
             except BaseException as exc:
                 with contextlib.suppress(sqlite3.Error):
                     db.execute("ROLLBACK")
@@ -83,8 +92,21 @@ class SqliteStore:
                 with contextlib.suppress(sqlite3.Error):
                     db.execute("ROLLBACK")
                 raise StoreUnavailable("sqlite", str(exc)) from None
+            return seqs
 
-    def _apply(self, db: sqlite3.Connection, batch: WriteBatch) -> None:
+    def _apply(self, db: sqlite3.Connection, batch: WriteBatch) -> list[int]:
+        for slot in batch.slots:
+            row = db.execute(
+                "SELECT seq FROM slots WHERE scope_key=? AND mkey=?", (slot.scope_key, slot.key)
+            ).fetchone()
+            current = row[0] if row else 0
+            if current != slot.expected_seq:
+                raise VersionConflict(f"{slot.key}@{slot.scope_key}", slot.expected_seq, current)
+            db.execute(
+                "INSERT INTO slots(scope_key, mkey, head, seq) VALUES (?,?,?,?) "
+                "ON CONFLICT(scope_key, mkey) DO UPDATE SET head=excluded.head, seq=excluded.seq",
+                (slot.scope_key, slot.key, slot.head_id, slot.expected_seq + slot.count),
+            )
         for node in batch.puts:
             blob = encode_node(node)
             row = db.execute("SELECT blob, version FROM nodes WHERE id=?", (node.id,)).fetchone()
@@ -119,6 +141,16 @@ class SqliteStore:
                 cur = db.execute("DELETE FROM nodes WHERE id=? AND version=?", (memory_id, expected_del))
             if cur.rowcount != 1:
                 self._raise_for(db, memory_id, expected_del)
+        seqs: list[int] = []
+        for scope_key, blob in batch.events:
+            row = db.execute(
+                "INSERT INTO seqs(scope_key, seq) VALUES (?, 1) "
+                "ON CONFLICT(scope_key) DO UPDATE SET seq=seq+1 RETURNING seq",
+                (scope_key,),
+            ).fetchone()
+            db.execute("INSERT INTO events(scope_key, seq, blob) VALUES (?,?,?)", (scope_key, row[0], blob))
+            seqs.append(int(row[0]))
+        return seqs
 
     @staticmethod
     def _raise_for(db: sqlite3.Connection, memory_id: str, expected: int | None) -> None:
@@ -167,6 +199,21 @@ class SqliteStore:
                 found[row[4]] = _row_to_node(row)
         return [found.get(i) for i in ids]
 
+    def slot(self, scope_key: str, key: str) -> tuple[str | None, int]:
+        rows = self._query("SELECT head, seq FROM slots WHERE scope_key=? AND mkey=?", (scope_key, key))
+        return (rows[0][0], int(rows[0][1])) if rows else (None, 0)
+
+    def read_events(self, scope_key: str, after: int = 0, limit: int = 1000) -> list[tuple[int, bytes]]:
+        rows = self._query(
+            "SELECT seq, blob FROM events WHERE scope_key=? AND seq>? ORDER BY seq LIMIT ?",
+            (scope_key, after, limit),
+        )
+        return [(int(r[0]), bytes(r[1])) for r in rows]
+
+    def last_seq(self, scope_key: str) -> int:
+        rows = self._query("SELECT seq FROM seqs WHERE scope_key=?", (scope_key,))
+        return int(rows[0][0]) if rows else 0
+
     def list_by_scope(self, scope_key: str) -> list[MemoryNode]:
         rows = self._query(f"SELECT {_COLS} FROM nodes WHERE scope_key=?", (scope_key,))
         return [_row_to_node(r) for r in rows]
@@ -194,7 +241,8 @@ class SqliteStore:
     def clear(self) -> None:
         with self._lock:
             try:
-                self._db.execute("DELETE FROM nodes")
+                for table in ("nodes", "slots", "seqs", "events"):
+                    self._db.execute(f"DELETE FROM {table}")
             except sqlite3.Error as exc:
                 raise StoreUnavailable("sqlite", str(exc)) from None
 

@@ -191,3 +191,35 @@ def test_sqlite_unusable_path_is_store_unavailable(tmp_path):
     (tmp_path / "file").write_text("x")
     with pytest.raises(StoreUnavailable):
         SqliteStore(tmp_path / "file" / "db.sqlite")
+
+
+def test_fact_slot_compare_and_set(store):
+    from memorybus.storage import SlotWrite
+
+    a, b = mk("python", key="lang"), mk("rust", key="lang")
+    assert store.slot(S1.key, "lang") == (None, 0)
+    store.commit(WriteBatch(puts=[a], slots=[SlotWrite(S1.key, "lang", 0, a.id)]))
+    assert store.slot(S1.key, "lang") == (a.id, 1)
+    with pytest.raises(VersionConflict) as exc:  # a writer that read the slot before a's write
+        store.commit(WriteBatch(puts=[b], slots=[SlotWrite(S1.key, "lang", 0, b.id)]))
+    assert (exc.value.expected, exc.value.actual) == (0, 1)
+    assert store.get(b.id) is None  # nothing of the losing batch was applied
+    store.commit(WriteBatch(puts=[b], slots=[SlotWrite(S1.key, "lang", 1, b.id)]))
+    assert store.slot(S1.key, "lang") == (b.id, 2)
+    assert store.slot(S2.key, "lang") == (None, 0)
+
+
+def test_event_log_sequences_per_scope_atomically(store):
+    seqs = store.commit(WriteBatch(puts=[mk("a")], events=[(S1.key, b"e1"), (S2.key, b"x1"), (S1.key, b"e2")]))
+    assert seqs == [1, 1, 2]
+    assert store.commit(WriteBatch(events=[(S1.key, b"e3")])) == [3]
+    assert store.read_events(S1.key) == [(1, b"e1"), (2, b"e2"), (3, b"e3")]
+    assert store.read_events(S1.key, after=1, limit=1) == [(2, b"e2")]
+    assert store.read_events(S2.key) == [(1, b"x1")]
+    assert store.last_seq(S1.key) == 3
+    assert store.last_seq("nope") == 0
+    # a failed batch appends no event
+    with pytest.raises(MemoryNotFound):
+        store.commit(WriteBatch(updates=[(mk("ghost", version=2), 1)], events=[(S1.key, b"lost")]))
+    assert store.last_seq(S1.key) == 3
+    assert [s for s, _ in store.read_events(S1.key)] == [1, 2, 3]

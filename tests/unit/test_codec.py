@@ -53,6 +53,7 @@ def nodes(draw):
         source=draw(st.text(max_size=10)),
         source_ids=tuple(draw(st.lists(ident, max_size=3))),
         tags=tuple(draw(st.lists(ident, max_size=3))),
+        fact_seq=draw(st.integers(0, 10**6)),
     )
 
 

@@ -1,0 +1,202 @@
+"""Bus benchmark: broadcast fan-out latency to many subscriber actors, and resolved
+``assert_fact`` throughput with concurrent writers (lost updates counted).
+
+    python benchmarks/bus.py --subscribers 100 --writers 16 --asserts 200
+
+Fan-out latency is measured from the moment the shard stamps an event (just
+before its durable commit) to the moment a subscriber actor receives it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+import uuid
+
+
+def _env() -> None:
+    os.environ.setdefault("RAY_TMPDIR", tempfile.mkdtemp(prefix="mbb", dir="/tmp"))
+    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+
+def pct(xs: list[float], q: float) -> float:
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, round(q / 100 * (len(xs) - 1)))]
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--subscribers", type=int, default=100)
+    ap.add_argument("--events", type=int, default=30, help="broadcasts measured")
+    ap.add_argument("--writers", type=int, default=16)
+    ap.add_argument("--asserts", type=int, default=200, help="assert_fact calls per writer")
+    ap.add_argument("--batch", type=int, default=50, help="assertions per assert_facts call")
+    ap.add_argument("--backend", choices=["embedded", "redis"], default="embedded")
+    ap.add_argument("--redis-url", default=None)
+    ap.add_argument("--data-dir", default=None)
+    ap.add_argument("--out", default=None)
+    args = ap.parse_args()
+    _env()
+    import ray
+
+    import memorybus as mb
+
+    data = args.data_dir or tempfile.mkdtemp(prefix="mbbus-")
+    ns = f"bench_{uuid.uuid4().hex[:6]}"
+    if args.backend == "redis":
+        cfg = mb.Config.redis(args.redis_url, data_dir=data, num_shards=2, namespace=ns)
+    else:
+        cfg = mb.Config.embedded(data, num_shards=2, namespace=ns)
+    bus = mb.connect(cfg, num_cpus=2, include_dashboard=False, log_to_driver=False)
+    result: dict[str, object] = {"backend": args.backend}
+    try:
+        # ---------------------------------------------------------- fan-out
+        @ray.remote(num_cpus=0)
+        class Sub:
+            def __init__(self) -> None:
+                self.lat: list[float] = []
+
+            def on_events(self, batch: list) -> None:
+                now = time.time()
+                self.lat.extend(now - e.at for e in batch)
+
+            def count(self) -> int:
+                return len(self.lat)
+
+            def latencies(self) -> list[float]:
+                return self.lat
+
+        org = "fanout"
+        writer = mb.Context(org, "u1", "announcer")
+        t = time.time()
+        subs = [Sub.remote() for _ in range(args.subscribers)]
+        ray.get([s.count.remote() for s in subs], timeout=600)
+        for i, s in enumerate(subs):
+            bus.subscribe(mb.Context(org, f"user{i}", f"agent{i}"), target=s, name=f"fan-{i}")
+        print(f"started {len(subs)} subscriber actors in {time.time() - t:.1f}s", file=sys.stderr)
+        note = bus.remember("warm-up announcement", writer)
+        bus.broadcast(note.id, "org", writer)
+        deadline = time.time() + 120
+        while sum(ray.get([s.count.remote() for s in subs])) < len(subs) and time.time() < deadline:
+            time.sleep(0.05)
+        ray.get([s.count.remote() for s in subs])
+        baseline = sum(ray.get([s.count.remote() for s in subs]))
+        for i in range(args.events):
+            n = bus.remember(f"announcement {i}: the release train leaves at {i % 12 + 1} pm", writer)
+            bus.broadcast(n.id, "org", writer)
+            target = baseline + (i + 1) * len(subs)
+            deadline = time.time() + 60
+            while sum(ray.get([s.count.remote() for s in subs])) < target and time.time() < deadline:
+                time.sleep(0.005)
+        lat = [x * 1000 for s in subs for x in ray.get(s.latencies.remote())[1:]]
+        result["fanout"] = {
+            "subscribers": len(subs),
+            "events": args.events,
+            "deliveries": len(lat),
+            "expected_deliveries": args.events * len(subs),
+            "p50_ms": pct(lat, 50),
+            "p99_ms": pct(lat, 99),
+            "mean_ms": statistics.fmean(lat),
+        }
+        for s in subs:
+            ray.kill(s)
+
+        # ------------------------------------------------ resolved asserts
+        key = "team/deploy_target"
+        values = [f"The team deploys to {x}" for x in ("AWS", "GCP", "Azure", "bare metal", "Fly", "Hetzner")]
+        bus.embed(values)  # the embedder caches these, as it would for any repeated value
+
+        @ray.remote(num_cpus=0)
+        def writer_task(b: mb.MemoryBus, w: int, n: int) -> list[str]:
+            ctx = mb.Context("facts", agent=f"writer{w}")
+            out = []
+            for i in range(n):
+                r = b.assert_fact(
+                    key,
+                    values[(w + i) % len(values)],
+                    ctx,
+                    scope="org",
+                    confidence=0.3 + 0.07 * ((w * 13 + i) % 10),
+                    valid_from=1_700_000_000 + i,
+                )
+                out.append(r.write_id)
+            return out
+
+        # start the writer processes first, so process start-up is not timed
+        ray.get([writer_task.remote(bus, w, 1) for w in range(args.writers)], timeout=300)
+        t = time.perf_counter()
+        writes = ray.get([writer_task.remote(bus, w, args.asserts) for w in range(args.writers)], timeout=900)
+        elapsed = time.perf_counter() - t
+        acked = {i for ws in writes for i in ws}
+        hist = bus.history(key, mb.Context("facts"), scope="org")
+        recorded = {e.data["write"] for e in hist}
+        result["assert_fact"] = {
+            "writers": args.writers,
+            "calls": args.writers * args.asserts,
+            "seconds": elapsed,
+            "resolved_per_s": args.writers * args.asserts / elapsed,
+            "lost_updates": len(acked - recorded),
+        }
+
+        # the same load through assert_facts: each writer sends its assertions in batches
+        bkey = "team/deploy_target_batched"
+
+        @ray.remote(num_cpus=0)
+        def batch_writer(b: mb.MemoryBus, w: int, n: int, size: int) -> list[str]:
+            ctx = mb.Context("facts", agent=f"writer{w}")
+            out: list[str] = []
+            for start in range(0, n, size):
+                items = [
+                    {"key": bkey, "content": values[(w + i) % len(values)], "scope": "org",
+                     "confidence": 0.3 + 0.07 * ((w * 13 + i) % 10), "valid_from": 1_700_000_000 + i}
+                    for i in range(start, min(n, start + size))
+                ]
+                out += [r.write_id for r in b.assert_facts(items, ctx)]
+            return out
+
+        t = time.perf_counter()
+        writes = ray.get(
+            [batch_writer.remote(bus, w, args.asserts, args.batch) for w in range(args.writers)], timeout=900
+        )
+        elapsed = time.perf_counter() - t
+        acked = {i for ws in writes for i in ws}
+        recorded = {e.data["write"] for e in bus.history(bkey, mb.Context("facts"), scope="org")}
+        result["assert_facts_batched"] = {
+            "writers": args.writers,
+            "batch": args.batch,
+            "assertions": args.writers * args.asserts,
+            "seconds": elapsed,
+            "resolved_per_s": args.writers * args.asserts / elapsed,
+            "lost_updates": len(acked - recorded),
+        }
+    finally:
+        bus.shutdown()
+        ray.shutdown()
+        if not args.data_dir:
+            shutil.rmtree(data, ignore_errors=True)
+    f, a = result["fanout"], result["assert_fact"]
+    print(
+        f"fan-out to {f['subscribers']} subscribers: p50 {f['p50_ms']:.1f} ms, p99 {f['p99_ms']:.1f} ms "  # type: ignore[index]
+        f"({f['deliveries']}/{f['expected_deliveries']} deliveries)"
+    )  # type: ignore[index]
+    print(
+        f"assert_fact, {a['writers']} writers: {a['resolved_per_s']:.0f} resolved/s, "  # type: ignore[index]
+        f"lost updates {a['lost_updates']}"
+    )  # type: ignore[index]
+    if args.out:
+        with open(args.out, "w") as fh:
+            json.dump(result, fh, indent=2)
+    print(json.dumps(result, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

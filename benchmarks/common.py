@@ -1,0 +1,204 @@
+"""Shared helpers for the memorybus benchmarks (no memorybus or Ray imports here).
+
+Call :func:`prepare_env` before anything imports ``ray``: it points Ray at a
+private temp directory and keeps every address on loopback.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+# --------------------------------------------------------------------- env
+
+
+def prepare_env() -> str:
+    """Set the environment Ray and the model need; returns the private RAY_TMPDIR.
+
+    Must run before ``import ray`` (directly or through ``memorybus``).
+    """
+    ray_tmp = tempfile.mkdtemp(prefix="mbb-", dir="/tmp")
+    os.environ["RAY_TMPDIR"] = ray_tmp
+    os.environ["RAY_USAGE_STATS_ENABLED"] = "0"
+    os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
+    os.environ["HF_HUB_OFFLINE"] = "1"
+    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    return ray_tmp
+
+
+# ---------------------------------------------------------------- progress
+
+
+class Progress:
+    """A tqdm-free progress line on stderr, printed about every 10%."""
+
+    def __init__(self, label: str, total: int, steps: int = 10) -> None:
+        self.label = label
+        self.total = max(1, total)
+        self.every = max(1, self.total // steps)
+        self.start = time.perf_counter()
+        self._next = self.every
+
+    def update(self, done: int) -> None:
+        if done >= self._next or done >= self.total:
+            elapsed = time.perf_counter() - self.start
+            rate = done / elapsed if elapsed > 0 else 0.0
+            print(
+                f"  [{self.label}] {done}/{self.total} ({100 * done / self.total:.0f}%)",
+                f"{elapsed:.1f}s {rate:.1f}/s",
+                file=sys.stderr,
+                flush=True,
+            )
+            while self._next <= done:
+                self._next += self.every
+
+
+def log(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+# ------------------------------------------------------------------ stats
+
+
+def percentiles_ms(seconds: list[float]) -> dict[str, float]:
+    """p50 / p95 / mean / max of a list of durations, in milliseconds."""
+    if not seconds:
+        return {"p50": float("nan"), "p95": float("nan"), "mean": float("nan"), "max": float("nan")}
+    arr = np.asarray(seconds, dtype=np.float64) * 1000.0
+    return {
+        "p50": float(np.percentile(arr, 50)),
+        "p95": float(np.percentile(arr, 95)),
+        "mean": float(arr.mean()),
+        "max": float(arr.max()),
+    }
+
+
+# ------------------------------------------------------------------ texts
+
+PEOPLE = (
+    "Caroline", "Melanie", "Jon", "Gina", "Priya", "Mateo", "Aisha", "Tomasz", "Yuki", "Dev",
+    "Sofia", "Liam", "Noor", "Hannah", "Kwame", "Elena", "Raj", "Chloe", "Omar", "Ingrid",
+)  # fmt: skip
+RELATIONS = (
+    "my sister", "my best friend", "my mom", "my coworker", "my neighbor", "my partner",
+    "my cousin", "an old college friend", "my therapist", "the kids", "my dad", "my roommate",
+)  # fmt: skip
+PLACES = (
+    "the farmers market", "a tiny cafe downtown", "the climbing gym", "the beach in Santa Cruz",
+    "the public library", "a pottery studio", "the community center", "Lisbon", "the mountains",
+    "a jazz bar", "the animal shelter", "my grandmother's house", "the art museum", "a bookstore",
+    "the lake cabin", "the dance studio", "a food truck festival", "the hospital", "Kyoto", "the park",
+)  # fmt: skip
+ACTIVITIES = (
+    "went to a LGBTQ support group", "started learning the violin", "ran my first half marathon",
+    "painted a sunset over the lake", "adopted a rescue dog named Biscuit", "tried making sourdough",
+    "volunteered at a fundraiser", "signed up for a photography class", "went camping with the kids",
+    "finished reading a novel about grief", "got promoted to team lead", "fixed my old bike",
+    "planted tomatoes and basil", "joined a book club", "interviewed for a nursing job",
+    "took a pottery workshop", "cooked a huge Thanksgiving dinner", "went to a counseling session",
+    "played chess in the park", "learned to surf", "visited a poetry reading",
+    "started a small Etsy shop", "organized a charity bake sale", "hiked to a waterfall",
+)  # fmt: skip
+WHENS = (
+    "yesterday", "last weekend", "this morning", "two weeks ago", "on Friday night", "last month",
+    "over the holidays", "a few days ago", "on my birthday", "after work today",
+)  # fmt: skip
+FEELINGS = (
+    "and it was so powerful", "and I felt really proud of myself", "and honestly it was exhausting",
+    "and it made me think about my future", "and I can't stop smiling about it",
+    "and it reminded me why I love this", "but I was nervous the whole time",
+    "and it helped me relax a lot", "and we laughed until midnight", "and I want to do it again soon",
+    "though it was harder than I expected", "and it felt like a fresh start",
+)  # fmt: skip
+PREFERENCES = (
+    "prefers oat milk in coffee", "is allergic to peanuts", "loves horror movies",
+    "wants to move closer to the ocean", "hates flying", "is saving for a trip to Japan",
+    "plays guitar on weekends", "is vegetarian", "works night shifts at the hospital",
+    "is training for a triathlon", "collects vintage records", "is studying psychology",
+)  # fmt: skip
+MONTHS = (
+    "January", "February", "March", "April", "May", "June",
+    "July", "August", "September", "October", "November", "December",
+)  # fmt: skip
+SAYS = ("said", "mentioned", "told Jon", "shared", "wrote", "explained")
+
+
+def _stamp(rng: random.Random) -> str:
+    hour = rng.randint(1, 12)
+    minute = rng.randint(0, 59)
+    ampm = rng.choice(("am", "pm"))
+    day, month, year = rng.randint(1, 28), rng.choice(MONTHS), rng.randint(2021, 2024)
+    return f"({hour}:{minute:02d} {ampm} on {day} {month}, {year})"
+
+
+def _sentence(rng: random.Random) -> str:
+    who = rng.choice(PEOPLE)
+    verb = rng.choice(SAYS)
+    form = rng.randrange(4)
+    if form == 0:
+        body = f"I {rng.choice(ACTIVITIES)} {rng.choice(WHENS)} {rng.choice(FEELINGS)}."
+    elif form == 1:
+        body = f"{rng.choice(RELATIONS).capitalize()} and I {rng.choice(ACTIVITIES)} at {rng.choice(PLACES)}."
+    elif form == 2:
+        body = f"I want to go back to {rng.choice(PLACES)} with {rng.choice(RELATIONS)} {rng.choice(WHENS)}."
+    else:
+        body = f"Just so you know, {rng.choice(RELATIONS)} {rng.choice(PREFERENCES)}."
+    return f'{_stamp(rng)} {who} {verb}, "{body}"'
+
+
+def make_texts(n: int, seed: int = 0) -> list[str]:
+    """``n`` distinct chat-memory-like sentences, deterministic in ``seed``.
+
+    Distinct matters, also without the leading date stamp: the bus's embedder
+    caches by content hash, so repeats would flatter its throughput.
+    """
+    rng = random.Random(seed)
+    out: list[str] = []
+    seen: set[str] = set()
+    while len(out) < n:
+        s = _sentence(rng)
+        body = s.split(") ", 1)[1]  # distinct without the date stamp too (the bus may embed it without)
+        if body not in seen:
+            seen.add(body)
+            out.append(s)
+    return out
+
+
+def _question(rng: random.Random) -> str:
+    who = rng.choice(PEOPLE)
+    form = rng.randrange(6)
+    if form == 0:
+        return f"When was it that {who} {rng.choice(ACTIVITIES)}?"
+    if form == 1:
+        return f"What did {who} do at {rng.choice(PLACES)} with {rng.choice(RELATIONS)}?"
+    if form == 2:
+        return f"How did {who} feel after they {rng.choice(ACTIVITIES)}?"
+    if form == 3:
+        return f"Whose relative {rng.choice(PREFERENCES)}?"
+    if form == 4:
+        return f"Where does {who} want to go back to, and why?"
+    return f"What happened {rng.choice(WHENS)} in {rng.choice(MONTHS)} with {who}?"
+
+
+def make_queries(n: int, seed: int = 0, exclude: set[str] | frozenset[str] = frozenset()) -> list[str]:
+    """``n`` distinct questions over the same vocabulary, none in ``exclude``."""
+    rng = random.Random(seed * 7919 + 17)
+    out: list[str] = []
+    seen: set[str] = set(exclude)
+    attempts = 0
+    while len(out) < n:
+        attempts += 1
+        q = _question(rng)
+        if q in seen and attempts < 50 * (n + 10):
+            continue
+        if q in seen:  # vocabulary exhausted: make it unique
+            q = f"{q} (variant {attempts})"
+        seen.add(q)
+        out.append(q)
+    return out

@@ -1,0 +1,29 @@
+"""LoCoMo retrieval through memorybus, with BM25 / dense / RRF baselines in the same run.
+
+Same as ``memorybus eval locomo --data PATH --out DIR``; see
+:mod:`memorybus.evaluation.runner` for what is measured.
+
+Example::
+
+    python benchmarks/eval_locomo.py --data ../shared/data/locomo/locomo_dev.json --out results/
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+_ROOT = Path(__file__).resolve().parent.parent
+if str(_ROOT) not in sys.path:
+    sys.path.insert(0, str(_ROOT))
+
+from benchmarks.common import prepare_env  # noqa: E402
+
+if __name__ == "__main__":
+    prepare_env()
+    import os
+
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+    from memorybus.cli import main
+
+    sys.exit(main(["eval", "locomo", *sys.argv[1:]]))

@@ -1,0 +1,164 @@
+"""Maintenance benchmark: a decay sweep over many nodes across shards, and
+consolidation throughput.
+
+    python benchmarks/maintenance.py --nodes 1000000 --shards 4
+
+Records are written straight into shard actors with small random vectors (the
+decay sweep never looks at vectors, and embedding a million texts would take
+hours on this machine); then the DecayActor sweeps every shard in parallel at a
+simulated time 90 days later. Consolidation is measured through the real model
+on clusters of paraphrases.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import sys
+import tempfile
+import time
+import uuid
+
+
+def _env() -> None:
+    os.environ.setdefault("RAY_TMPDIR", tempfile.mkdtemp(prefix="mbm", dir="/tmp"))
+    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+
+TEMPLATES = [
+    "{who} mentioned that {event}",
+    "{who} told me {event}",
+    "I heard from {who} that {event}",
+    "According to {who}, {event}",
+]
+EVENTS = [
+    "the production deploy failed because the database migration timed out",
+    "the quarterly sales numbers beat the forecast by twelve percent",
+    "the office cafeteria now serves vegan lunches on Fridays",
+    "the new hire in marketing starts on the first of March",
+    "the VPN certificate expires at the end of this month",
+    "the customer in Lisbon asked for a refund on their annual plan",
+    "the team offsite moved from Berlin to a lake house in Bavaria",
+    "the mobile app crashes on older Android phones when uploading photos",
+    "the CEO wants a security audit before the product launch",
+    "the coffee machine on the third floor is broken again",
+    "the search index rebuild takes six hours every night",
+    "the board approved the budget for two more data engineers",
+    "the printer in room 204 jams whenever someone prints double-sided",
+    "the legal team flagged the new privacy policy for review",
+    "the Kubernetes cluster ran out of memory during the load test",
+    "the partner integration with the bank goes live next Tuesday",
+    "the annual hackathon theme this year is accessibility",
+    "the support backlog doubled after the pricing change",
+    "the design team switched from Sketch to Figma",
+    "the parking garage will be closed for repairs all of next week",
+]
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--nodes", type=int, default=1_000_000)
+    ap.add_argument("--shards", type=int, default=4)
+    ap.add_argument("--stale", type=float, default=0.05, help="share of nodes old enough to be archived")
+    ap.add_argument("--clusters", type=int, default=20, help="consolidation clusters (of 8 paraphrases)")
+    ap.add_argument("--data-dir", default=None)
+    ap.add_argument("--out", default=None)
+    args = ap.parse_args()
+    _env()
+    import numpy as np
+    import ray
+
+    import memorybus as mb
+    from memorybus.model import MemoryNode
+
+    data = args.data_dir or tempfile.mkdtemp(prefix="mbmaint-")
+    result: dict[str, object] = {"nodes": args.nodes, "shards": args.shards}
+    cfg = mb.Config.embedded(data, num_shards=args.shards, namespace=f"maint_{uuid.uuid4().hex[:6]}",
+                             shard_num_cpus=0.0)
+    bus = mb.connect(cfg, num_cpus=2, include_dashboard=False, log_to_driver=False)
+    try:
+        rng = np.random.default_rng(0)
+        now = time.time()
+        shards = bus._shard_handles()
+        per = args.nodes // args.shards
+        t = time.perf_counter()
+        chunk = 5000
+        pending = []
+        for s_idx, shard in enumerate(shards):
+            ctx = mb.Context(f"org{s_idx}")
+            # find an org whose scope this shard owns
+            org = next(f"org{s_idx}-{k}" for k in range(10_000)
+                       if bus.router.shard_for(mb.Scope(f"org{s_idx}-{k}").key) == s_idx)
+            ctx = mb.Context(org)
+            for start in range(0, per, chunk):
+                n = min(chunk, per - start)
+                stale = rng.random(n) < args.stale
+                age = np.where(stale, 120.0, rng.uniform(0, 5, n)) * 86400.0
+                nodes = [
+                    MemoryNode(content=f"record {s_idx}-{start + i}", scope=mb.Scope(org),
+                               created_at=now - age[i], last_accessed=now - age[i], valid_from=now - age[i],
+                               importance=float(rng.integers(1, 8)), confidence=float(rng.uniform(0.5, 1.0)))
+                    for i in range(n)
+                ]
+                vecs = rng.normal(size=(n, cfg.embedding_dim)).astype(np.float32)
+                pending.append(shard.put_many.remote(ctx, nodes, vecs))
+                if len(pending) >= 2 * len(shards):
+                    ray.get(pending.pop(0), timeout=600)
+            print(f"  shard {s_idx}: {per} records queued", file=sys.stderr)
+        ray.get(pending, timeout=3600)
+        result["load_seconds"] = time.perf_counter() - t
+        print(f"loaded {bus.count()} records in {result['load_seconds']:.0f}s", file=sys.stderr)
+
+        t = time.perf_counter()
+        # a sweep a day later: the stale share (untouched for 120 days) falls below the threshold
+        status = bus.run_decay(now=now + 86400.0)
+        result["decay"] = {
+            "seconds": time.perf_counter() - t,
+            "actor_seconds": status["last_duration"],
+            **status["last_counts"],
+        }
+        t = time.perf_counter()
+        status = bus.run_decay(now=now + 2 * 86400.0)
+        result["decay_second_sweep"] = {"seconds": time.perf_counter() - t, **status["last_counts"]}
+
+        # consolidation throughput on real text
+        ctx = mb.Context("consolidation-bench", "u1")
+        people = ["Ana", "Ben", "Chloe", "Dev", "Eli", "Fay", "Gus", "Hana"]
+        items = [
+            TEMPLATES[j % len(TEMPLATES)].format(who=people[j], event=EVENTS[c % len(EVENTS)])
+            for c in range(min(args.clusters, len(EVENTS))) for j in range(8)
+        ]
+        bus.remember_many(items, ctx)
+        t = time.perf_counter()
+        status = bus.run_consolidation(now=time.time(), scopes=[ctx.scope.key])
+        secs = time.perf_counter() - t
+        counts = status["last_counts"]
+        result["consolidation"] = {
+            "seconds": secs,
+            "sources": len(items),
+            **counts,
+            "sources_per_s": counts.get("sources", 0) / secs if secs else 0.0,
+        }
+    finally:
+        bus.shutdown()
+        ray.shutdown()
+        if not args.data_dir:
+            shutil.rmtree(data, ignore_errors=True)
+    d = result["decay"]
+    print(f"decay sweep over {d['scanned']} nodes on {args.shards} shards: {d['seconds']:.2f}s "  # type: ignore[index]
+          f"({d['archived']} archived)")  # type: ignore[index]
+    c = result["consolidation"]
+    print(f"consolidation: {c['consolidated']} clusters from {c['sources']} memories in {c['seconds']:.2f}s")  # type: ignore[index]
+    print(json.dumps(result, indent=2))
+    if args.out:
+        with open(args.out, "w") as fh:
+            json.dump(result, fh, indent=2)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

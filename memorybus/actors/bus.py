@@ -1,0 +1,157 @@
+"""BusActor: a thin async Ray wrapper over :class:`memorybus.bus.hub.Hub`.
+
+One actor per bus partition; orgs are spread over partitions, so a hot org
+does not block another. The actor reads event logs from the shards for replay
+and pushes batches to subscriber actors.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from typing import Any
+
+import ray
+from ray import cloudpickle
+
+from memorybus.bus.hub import Hub
+from memorybus.bus.routing import partition_of
+from memorybus.config import Config
+from memorybus.events import Event, EventFilter
+from memorybus.scopes import Context, Level, Router, shard_name
+from memorybus.storage.kv import KeyValue, RedisKV, SqliteKV
+
+
+def _kv(config: Config, partition: int) -> KeyValue:
+    if config.backend == "redis":
+        assert config.redis_url is not None
+        return RedisKV(config.redis_url, f"mb:{{{config.namespace}:bus-{partition}}}:kv")
+    return SqliteKV(os.path.join(os.path.abspath(config.data_dir), f"bus-{partition}", "bus.sqlite"))
+
+
+class BusActor:
+    def __init__(self, config: Config, partition: int) -> None:
+        self.config = config
+        self.partition = partition
+        self.router = Router(config.num_shards)
+        self._shards: list[Any] | None = None
+        self.hub = Hub(
+            _kv(config, partition),
+            self._read_events,
+            self._last_seqs,
+            self._deliver,
+            queue_limit=config.bus.subscriber_queue,
+            batch_size=config.bus.delivery_batch,
+            encode_target=cloudpickle.dumps,
+            decode_target=cloudpickle.loads,
+        )
+        self._restored = False
+
+    def _shard_handles(self) -> list[Any]:
+        if self._shards is None:
+            ns = self.config.namespace
+            self._shards = [
+                ray.get_actor(f"{ns}:{shard_name(i)}", namespace=ns) for i in range(self.config.num_shards)
+            ]
+        return self._shards
+
+    def _owners(self, context: Context) -> list[int]:
+        return sorted({self.router.shard_for(s.key) for s in context.visible_scopes()})
+
+    async def _read_events(
+        self, context: Context, cursors: dict[str, int], flt: EventFilter
+    ) -> tuple[list[Event], dict[str, int]]:
+        shards = self._shard_handles()
+        events: list[Event] = []
+        merged = dict(cursors)
+        while True:
+            results = await asyncio.gather(
+                *(shards[i].read_events.remote(context, merged, flt, 1000) for i in self._owners(context))
+            )
+            progressed = False
+            for evs, cur in results:
+                events.extend(evs)
+                for k, v in cur.items():
+                    if v > merged.get(k, 0):
+                        merged[k] = v
+                        progressed = True
+            if not progressed:
+                return events, merged
+
+    async def _last_seqs(self, context: Context) -> dict[str, int]:
+        shards = self._shard_handles()
+        out: dict[str, int] = {}
+        for part in await asyncio.gather(
+            *(shards[i].last_seqs.remote(context) for i in self._owners(context))
+        ):
+            for k, v in part.items():
+                out[k] = max(out.get(k, 0), v)
+        return out
+
+    async def _deliver(self, target: Any, method: str, batch: list[Event]) -> Any:
+        return await getattr(target, method).remote(batch)
+
+    async def _ensure_restored(self) -> None:
+        if not self._restored:
+            self._restored = True
+            self.hub.restore()
+
+    async def ready(self) -> int:
+        await self._ensure_restored()
+        return self.partition
+
+    async def publish(self, events: list[Event]) -> None:
+        await self._ensure_restored()
+        self.hub.publish(events)
+
+    async def subscribe(
+        self, sub_id: str, context: Context, flt: EventFilter, target: Any, method: str, start: str
+    ) -> dict[str, int]:
+        await self._ensure_restored()
+        return await self.hub.subscribe(sub_id, context, flt, target, method, start)
+
+    async def unsubscribe(self, sub_id: str) -> bool:
+        await self._ensure_restored()
+        return await self.hub.unsubscribe(sub_id)
+
+    async def cursors(self, sub_id: str) -> dict[str, int]:
+        await self._ensure_restored()
+        return self.hub.cursors(sub_id)
+
+    async def pull(self, sub_id: str, ack: dict[str, int] | None, timeout: float) -> list[Event]:
+        await self._ensure_restored()
+        return await self.hub.pull(sub_id, ack, timeout)
+
+    async def stats(self) -> dict[str, Any]:
+        return self.hub.stats()
+
+    async def broadcast(self, context: Context, memory_id: str, to: str) -> Any:
+        """Widen a memory: the owning shard checks and builds the copy, the shard of the
+        wider scope stores it (idempotently)."""
+        shards = self._shard_handles()
+        results = await asyncio.gather(
+            *(s.broadcast_source.remote(context, memory_id, to) for s in shards), return_exceptions=True
+        )
+        copy = _first_success(results, memory_id)
+        target = shards[self.router.shard_for(copy.scope.key)]
+        return await target.put_broadcast.remote(context, copy)
+
+    async def pid(self) -> int:
+        return os.getpid()
+
+
+def _first_success(results: list[Any], memory_id: str) -> Any:
+    from memorybus.actors.runtime import unwrap
+    from memorybus.errors import MemoryNotFound
+
+    errors = [unwrap(r) for r in results if isinstance(r, BaseException)]
+    found = [r for r in results if not isinstance(r, BaseException)]
+    if found:
+        return found[0]
+    for err in errors:
+        if not isinstance(err, MemoryNotFound):
+            raise err
+    raise MemoryNotFound(memory_id)
+
+
+__all__ = ["BusActor", "Level", "partition_of"]

@@ -1,0 +1,172 @@
+"""DecayActor and ConsolidationActor: scheduled maintenance across every shard.
+
+They only sleep and call: the decisions are the pure functions of
+:mod:`memorybus.maintenance`, applied by each shard to the records it owns. Each
+run covers all shards in parallel. ``run_once(now=...)`` takes an injected time,
+so tests simulate weeks in milliseconds.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import ray
+from ray.util import metrics
+
+from memorybus.clock import Clock, SystemClock
+from memorybus.config import Config
+from memorybus.maintenance import Cluster, ConsolidationPolicy, DecayPolicy, RunStatus, extractive_summary
+from memorybus.model import MemoryNode
+from memorybus.scopes import shard_name
+
+
+def _shards(config: Config) -> list[Any]:
+    ns = config.namespace
+    return [ray.get_actor(f"{ns}:{shard_name(i)}", namespace=ns) for i in range(config.num_shards)]
+
+
+class _Scheduled:
+    """The loop both maintenance actors share."""
+
+    kind = "maintenance"
+    interval = 3600.0
+
+    def __init__(self, config: Config, clock: Clock | None = None) -> None:
+        self.config = config
+        self.clock = clock or SystemClock()
+        self.status_ = RunStatus(self.kind)
+        self._task: asyncio.Task[None] | None = None
+        tags = {"namespace": config.namespace}
+        self._runs = metrics.Counter(f"memorybus_{self.kind}_runs", "maintenance runs", tag_keys=("namespace",))
+        self._duration = metrics.Gauge(f"memorybus_{self.kind}_seconds", "last run duration", tag_keys=("namespace",))
+        self._items = metrics.Counter(f"memorybus_{self.kind}_items", "items changed", tag_keys=("namespace", "what"))
+        self._errors = metrics.Counter(f"memorybus_{self.kind}_errors", "failed runs", tag_keys=("namespace",))
+        self._tags = tags
+
+    async def _run(self, now: float) -> dict[str, int]:
+        raise NotImplementedError
+
+    async def run_once(self, now: float | None = None, **kw: Any) -> dict[str, Any]:
+        when = self.clock.now() if now is None else float(now)
+        started = time.perf_counter()
+        try:
+            counts = await self._run(when, **kw)
+        except Exception as exc:
+            self.status_.failed(when, time.perf_counter() - started, repr(exc))
+            self._errors.inc(1, tags=self._tags)
+            raise
+        duration = time.perf_counter() - started
+        self.status_.succeeded(when, duration, counts)
+        self._runs.inc(1, tags=self._tags)
+        self._duration.set(duration, tags=self._tags)
+        for what, n in counts.items():
+            if n:
+                self._items.inc(n, tags={**self._tags, "what": what})
+        return self.status_.as_dict()
+
+    async def _loop(self, interval: float) -> None:
+        while True:
+            await asyncio.sleep(interval)
+            with contextlib.suppress(Exception):  # recorded in status; the schedule goes on
+                await self.run_once()
+
+    async def start(self, interval: float | None = None) -> bool:
+        if self._task is None or self._task.done():
+            self._task = asyncio.get_running_loop().create_task(self._loop(interval or self.interval))
+            return True
+        return False
+
+    async def stop(self) -> bool:
+        if self._task is not None and not self._task.done():
+            self._task.cancel()
+            return True
+        return False
+
+    async def status(self) -> dict[str, Any]:
+        return {**self.status_.as_dict(), "scheduled": self._task is not None and not self._task.done()}
+
+
+class DecayActor(_Scheduled):
+    kind = "decay"
+
+    def __init__(self, config: Config, policy: DecayPolicy | None = None, clock: Clock | None = None) -> None:
+        super().__init__(config, clock)
+        self.policy = policy or config.decay
+        self.interval = self.policy.interval_seconds
+
+    async def _run(self, now: float) -> dict[str, int]:
+        parts = await asyncio.gather(*(s.decay_sweep.remote(now, self.policy) for s in _shards(self.config)))
+        total = {"scanned": 0, "archived": 0, "expired": 0}
+        for part in parts:
+            for k, v in part.items():
+                total[k] = total.get(k, 0) + v
+        return total
+
+
+class ConsolidationActor(_Scheduled):
+    """Clusters recent episodic memories per scope into semantic memories.
+
+    ``summarizer`` (e.g. an LLM call) turns a cluster into text; the default is
+    the extractive summary. Summaries are embedded by the bus's embedder, outside
+    any transaction; each cluster is applied in one atomic, idempotent commit.
+    """
+
+    kind = "consolidation"
+
+    def __init__(
+        self,
+        config: Config,
+        policy: ConsolidationPolicy | None = None,
+        summarizer: Callable[[Sequence[MemoryNode]], str] | None = None,
+        clock: Clock | None = None,
+    ) -> None:
+        super().__init__(config, clock)
+        self.policy = policy or config.consolidation
+        self.interval = self.policy.interval_seconds
+        self.summarizer = summarizer
+
+    def _embedder(self) -> Any:
+        ns = self.config.namespace
+        return ray.get_actor(f"{ns}:embedder-0", namespace=ns)
+
+    async def _run(
+        self,
+        now: float,
+        scopes: Sequence[str] | None = None,
+        due_only: bool = False,
+        pause_before_apply: float = 0.0,
+    ) -> dict[str, int]:
+        shards = _shards(self.config)
+        plans: list[list[Cluster]] = await asyncio.gather(
+            *(s.consolidation_plan.remote(now, self.policy, scopes, due_only) for s in shards)
+        )
+        work = [(shard, c) for shard, clusters in zip(shards, plans, strict=True) for c in clusters]
+        counts = {"clusters": len(work), "consolidated": 0, "sources": 0, "contradictions": 0}
+        if not work:
+            return counts
+        texts = [
+            (self.summarizer or (lambda ms: extractive_summary(ms, self.policy.key_phrases)))(c.members)
+            for _, c in work
+        ]
+        vectors = await self._embedder().encode.remote(texts)
+        if pause_before_apply:
+            await asyncio.sleep(pause_before_apply)
+        results = await asyncio.gather(
+            *(
+                shard.apply_consolidation.remote([m.id for m in c.members], text, vectors[i], now, self.policy)
+                for i, ((shard, c), text) in enumerate(zip(work, texts, strict=True))
+            )
+        )
+        for (_, c), sem in zip(work, results, strict=True):
+            if sem is not None:
+                counts["consolidated"] += 1
+                counts["sources"] += len(c.members)
+                counts["contradictions"] += len(sem.contradicts)
+        return counts
+
+    async def run_once(self, now: float | None = None, **kw: Any) -> dict[str, Any]:
+        return await super().run_once(now, **kw)

@@ -1,0 +1,434 @@
+"""The bus half of the client: keyed facts, broadcast, subscriptions.
+
+Mixed into :class:`memorybus.client.MemoryBus`; same conventions: every call has a
+sync and an ``*_async`` form over one operation generator.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any
+
+from memorybus.actors import runtime
+from memorybus.actors.runtime import Op
+from memorybus.bus.conflicts import Strategy
+from memorybus.bus.routing import partition_of
+from memorybus.errors import InvalidMemory, InvalidRequest, StoreUnavailable
+from memorybus.events import Event, EventFilter
+from memorybus.model import MemoryKind, MemoryNode
+from memorybus.scopes import Context, Level, Scope
+from memorybus.shard import FactResult
+
+if TYPE_CHECKING:
+    from memorybus.config import Config
+    from memorybus.scopes import Router
+
+
+def _check_context(context: object) -> Context:
+    if not isinstance(context, Context):
+        raise InvalidRequest("context", f"must be a Context, got {type(context).__name__}")
+    return context
+
+
+def _check_key(key: object) -> str:
+    if not isinstance(key, str) or not key.strip() or len(key) > 512:
+        raise InvalidMemory("key", "must be a non-empty string of at most 512 characters")
+    return key
+
+
+class Inbox:
+    """Subscriber-side bookkeeping: drops events already processed, keeps order.
+
+    Create it from the subscription's durable cursors (``bus.subscription_cursors``)
+    when the subscriber starts, pass every delivered batch through :meth:`accept`.
+    """
+
+    def __init__(self, cursors: dict[str, int] | None = None) -> None:
+        self.cursors: dict[str, int] = dict(cursors or {})
+
+    def accept(self, events: Iterable[Event]) -> list[Event]:
+        fresh = []
+        for ev in sorted(events, key=lambda e: (e.scope_key, e.seq)):
+            if ev.seq > self.cursors.get(ev.scope_key, 0):
+                self.cursors[ev.scope_key] = ev.seq
+                fresh.append(ev)
+        return fresh
+
+
+class Subscription:
+    """A live subscription. Push subscriptions are served by the bus actor;
+    callback subscriptions run a listener thread in this process."""
+
+    def __init__(self, bus: Any, sub_id: str, partition: int, cursors: dict[str, int]) -> None:
+        self.bus = bus
+        self.id = sub_id
+        self.partition = partition
+        self.cursors = dict(cursors)
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.errors: list[BaseException] = []
+
+    def _listen(self, callback: Callable[[list[Event]], Any], loop: asyncio.AbstractEventLoop | None) -> None:
+        hub = self.bus._hub(self.partition)
+        inbox = Inbox(self.cursors)
+        ack: dict[str, int] | None = None
+        while not self._stop.is_set():
+            try:
+                batch = runtime.run_sync(runtime.iter_refs([hub.pull.remote(self.id, ack, 0.5)]), 30)[0]
+            except Exception as exc:  # the bus actor restarts: keep listening
+                self.errors.append(exc)
+                time.sleep(0.2)
+                continue
+            fresh = inbox.accept(batch)
+            if fresh:
+                result = callback(fresh)
+                if inspect.isawaitable(result):
+                    if loop is not None and loop.is_running():
+                        asyncio.run_coroutine_threadsafe(_await(result), loop).result()
+                    else:
+                        asyncio.run(_await(result))
+            ack = dict(inbox.cursors)
+            self.cursors = ack
+
+    def _start(self, callback: Callable[[list[Event]], Any]) -> None:
+        try:
+            loop: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
+        except RuntimeError:
+            loop = None
+        self._thread = threading.Thread(target=self._listen, args=(callback, loop), daemon=True)
+        self._thread.start()
+
+    def stop(self, unsubscribe: bool = False) -> None:
+        """Stop listening (the subscription stays, and resumes with the same id)."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+        if unsubscribe:
+            self.bus.unsubscribe(self.id, self._context)
+
+    _context: Context
+
+
+async def _await(x: Any) -> Any:
+    return await x
+
+
+class BusClientMixin:
+    """Keyed facts, broadcast and subscriptions for :class:`MemoryBus`."""
+
+    config: Config
+    router: Router
+    _hubs: list[Any] | None
+
+    # provided by MemoryBus
+    def _embedder(self) -> Any:
+        raise NotImplementedError
+
+    def _shard_handles(self) -> list[Any]:
+        raise NotImplementedError
+
+    def _build(self, item: Any, context: Context, now: float) -> MemoryNode:
+        raise NotImplementedError
+
+    def _hub(self, partition: int) -> Any:
+        if self._hubs is None:
+            from memorybus import actors
+
+            ns = self.config.namespace
+            self._hubs = [
+                actors.lookup(actors.bus_actor_name(self.config, i), ns) for i in range(self.config.bus.partitions)
+            ]
+        return self._hubs[partition]
+
+    def _hub_for(self, org: str) -> tuple[int, Any]:
+        p = partition_of(org, self.config.bus.partitions)
+        return p, self._hub(p)
+
+    # ------------------------------------------------------------ keyed facts
+    def _assert_fact_op(
+        self, key: str, content: str, context: Context, strategy: Strategy | str | None, fields: dict[str, Any]
+    ) -> Op[FactResult]:
+        _check_context(context)
+        _check_key(key)
+        if strategy is not None:
+            strategy = Strategy.parse(strategy).value
+        fields = dict(fields)
+        fields.setdefault("kind", MemoryKind.SEMANTIC)
+        node = self._build({"content": content, "key": key, **fields}, context, time.time())
+        vector = self._embedder().encode.remote([content])
+        shard = self._shard_handles()[self.router.shard_for(node.scope.key)]
+        (result,) = yield [shard.assert_fact.remote(context, node, vector, strategy)]
+        return result
+
+    def assert_fact(
+        self,
+        key: str,
+        content: str,
+        context: Context,
+        *,
+        confidence: float = 1.0,
+        strategy: Strategy | str | None = None,
+        **fields: Any,
+    ) -> FactResult:
+        """Assert a value of the keyed fact ``key`` in ``scope`` (default: the context's).
+
+        Resolution (``strategy``, default from config) decides whether it becomes
+        current; either way it is recorded in the fact's history. ``fields`` are
+        remember fields (``scope``, ``valid_from``, ``importance``, ``tags``, ...).
+        """
+        return runtime.run_sync(
+            self._assert_fact_op(key, content, context, strategy, {"confidence": confidence, **fields})
+        )
+
+    async def assert_fact_async(
+        self,
+        key: str,
+        content: str,
+        context: Context,
+        *,
+        confidence: float = 1.0,
+        strategy: Strategy | str | None = None,
+        **fields: Any,
+    ) -> FactResult:
+        return await runtime.run_async(
+            self._assert_fact_op(key, content, context, strategy, {"confidence": confidence, **fields})
+        )
+
+    def _assert_facts_op(
+        self, items: list[dict[str, Any]], context: Context, strategy: Strategy | str | None
+    ) -> Op[list[FactResult]]:
+        _check_context(context)
+        if not isinstance(items, list) or not all(isinstance(i, dict) for i in items):
+            raise InvalidRequest("items", "must be a list of dicts with key and content")
+        if len(items) > self.config.max_batch:
+            raise InvalidRequest("items", f"{len(items)} exceeds max_batch {self.config.max_batch}")
+        if strategy is not None:
+            strategy = Strategy.parse(strategy).value
+        now = time.time()
+        nodes = []
+        for item in items:
+            fields = dict(item)
+            _check_key(fields.get("key"))
+            fields.setdefault("kind", MemoryKind.SEMANTIC)
+            nodes.append(self._build(fields, context, now))
+        if not nodes:
+            return []
+        vectors = self._embedder().encode.remote([n.content for n in nodes])
+        groups: dict[int, list[int]] = {}
+        for i, n in enumerate(nodes):
+            groups.setdefault(self.router.shard_for(n.scope.key), []).append(i)
+        handles = self._shard_handles()
+        order = list(groups)
+        refs = [
+            handles[s].assert_facts.remote(context, [nodes[i] for i in groups[s]], vectors, groups[s], strategy)
+            for s in order
+        ]
+        parts = yield refs
+        out: list[FactResult | None] = [None] * len(nodes)
+        for s, part in zip(order, parts, strict=True):
+            for i, r in zip(groups[s], part, strict=True):
+                out[i] = r
+        return [r for r in out if r is not None]
+
+    def assert_facts(
+        self, items: list[dict[str, Any]], context: Context, *, strategy: Strategy | str | None = None
+    ) -> list[FactResult]:
+        """Many assertions (dicts with ``key``, ``content`` and remember fields) in one call:
+        resolved in order and group-committed per shard, all or none per shard."""
+        return runtime.run_sync(self._assert_facts_op(items, context, strategy))
+
+    async def assert_facts_async(
+        self, items: list[dict[str, Any]], context: Context, *, strategy: Strategy | str | None = None
+    ) -> list[FactResult]:
+        return await runtime.run_async(self._assert_facts_op(items, context, strategy))
+
+    def remember_fact(
+        self, subject: str, predicate: str, obj: str, context: Context, *, confidence: float = 1.0, **fields: Any
+    ) -> FactResult:
+        """Assert a knowledge-graph triple ``(subject, predicate, obj)`` as a keyed fact.
+
+        For a functional predicate (``works_at``, ``lives_in``, ``is``, ...) the key
+        is ``subject/predicate``, so a new object supersedes the old one: the old
+        memory is deprecated and its graph edge's ``valid_to`` closed, not deleted.
+        """
+        from memorybus.graph import DEFAULT_FUNCTIONAL, canonical_predicate, entity_key
+
+        for name, value in (("subject", subject), ("predicate", predicate), ("object", obj)):
+            if not isinstance(value, str) or not value.strip():
+                raise InvalidMemory(name, "must be a non-empty string")
+        pred = canonical_predicate(predicate)
+        key = f"kg:{entity_key(subject)}/{pred}"
+        if pred not in DEFAULT_FUNCTIONAL:
+            key += f"/{entity_key(obj)}"
+        structured = dict(fields.pop("structured", None) or {})
+        structured["triples"] = [[subject, pred, obj]]
+        content = f"{subject} {pred.replace('_', ' ')} {obj}"
+        return self.assert_fact(key, content, context, confidence=confidence, structured=structured, **fields)
+
+    def _fact_scope(self, context: Context, scope: Scope | Level | str | None) -> Scope:
+        _check_context(context)
+        return context.resolve_scope(scope)
+
+    def _current_fact_op(self, key: str, context: Context, scope: Any) -> Op[MemoryNode | None]:
+        target = self._fact_scope(context, scope)
+        shard = self._shard_handles()[self.router.shard_for(target.key)]
+        (node,) = yield [shard.current_fact.remote(context, _check_key(key), target)]
+        return node
+
+    def current_fact(self, key: str, context: Context, *, scope: Any = None) -> MemoryNode | None:
+        """The current value of a keyed fact, or None."""
+        return runtime.run_sync(self._current_fact_op(key, context, scope))
+
+    async def current_fact_async(self, key: str, context: Context, *, scope: Any = None) -> MemoryNode | None:
+        return await runtime.run_async(self._current_fact_op(key, context, scope))
+
+    def _history_op(self, key: str, context: Context, scope: Any) -> Op[list[Event]]:
+        target = self._fact_scope(context, scope)
+        shard = self._shard_handles()[self.router.shard_for(target.key)]
+        (events,) = yield [shard.history.remote(context, _check_key(key), target)]
+        return events
+
+    def history(self, key: str, context: Context, *, scope: Any = None) -> list[Event]:
+        """Every assertion of a keyed fact in commit order: ``event.data["outcome"]`` is
+        ``created``, ``superseded``, ``rejected`` or ``reinforced``; ``event.node`` the value."""
+        return runtime.run_sync(self._history_op(key, context, scope))
+
+    async def history_async(self, key: str, context: Context, *, scope: Any = None) -> list[Event]:
+        return await runtime.run_async(self._history_op(key, context, scope))
+
+    # -------------------------------------------------------------- broadcast
+    def _broadcast_op(self, memory_id: str, to: Level | str, context: Context) -> Op[MemoryNode]:
+        _check_context(context)
+        if not isinstance(memory_id, str) or not memory_id:
+            raise InvalidRequest("memory_id", "must be a non-empty string")
+        try:
+            level = Level(to)
+        except ValueError:
+            raise InvalidRequest("to", f"unknown scope level {to!r}") from None
+        _, hub = self._hub_for(context.org)
+        (copy,) = yield [hub.broadcast.remote(context, memory_id, level.value)]
+        return copy
+
+    def broadcast(self, memory_id: str, to: Level | str, context: Context) -> MemoryNode:
+        """Share a memory with a wider scope (``"user"`` or ``"org"``): a copy with
+        ``confidence x 0.9``, ``parents=[original]``. Only the owner (or an authority)
+        may widen; broadcasting twice yields one copy."""
+        return runtime.run_sync(self._broadcast_op(memory_id, to, context))
+
+    async def broadcast_async(self, memory_id: str, to: Level | str, context: Context) -> MemoryNode:
+        return await runtime.run_async(self._broadcast_op(memory_id, to, context))
+
+    # ---------------------------------------------------------- subscriptions
+    def subscribe(
+        self,
+        context: Context,
+        filter: EventFilter | None = None,
+        *,
+        target: Any = None,
+        method: str = "on_events",
+        callback: Callable[[list[Event]], Any] | None = None,
+        name: str | None = None,
+        start: str = "now",
+    ) -> Subscription:
+        """Receive every committed change ``context`` could recall and ``filter`` selects.
+
+        Either ``target`` (a Ray actor handle: ``target.<method>.remote(events)`` is
+        called with each batch, in order per scope; returning acknowledges it) or
+        ``callback`` (called in this process, sync or async, from a listener thread).
+        ``name`` identifies a durable subscription: subscribing again with the same
+        name resumes after the last acknowledged event and misses nothing.
+        """
+        _check_context(context)
+        if (target is None) == (callback is None):
+            raise InvalidRequest("target", "give exactly one of target or callback")
+        if filter is not None and not isinstance(filter, EventFilter):
+            raise InvalidRequest("filter", "must be an EventFilter")
+        if start not in ("now", "beginning"):
+            raise InvalidRequest("start", "must be 'now' or 'beginning'")
+        sub_id = name or f"sub-{uuid.uuid4().hex}"
+        partition, hub = self._hub_for(context.org)
+        ref = hub.subscribe.remote(sub_id, context, filter or EventFilter(), target, method, start)
+        cursors = runtime.run_sync(runtime.iter_refs([ref]), 120)[0]
+        sub = Subscription(self, sub_id, partition, cursors)
+        sub._context = context
+        if callback is not None:
+            sub._start(callback)
+        return sub
+
+    def unsubscribe(self, name: str, context: Context) -> bool:
+        _check_context(context)
+        _, hub = self._hub_for(context.org)
+        return bool(runtime.run_sync(runtime.iter_refs([hub.unsubscribe.remote(name)]), 60)[0])
+
+    def subscription_cursors(self, name: str, context: Context) -> dict[str, int]:
+        """The acknowledged position of a durable subscription (for :class:`Inbox`)."""
+        _check_context(context)
+        _, hub = self._hub_for(context.org)
+        try:
+            return dict(runtime.run_sync(runtime.iter_refs([hub.cursors.remote(name)]), 60)[0])
+        except StoreUnavailable:
+            raise
+        except Exception as exc:  # pragma: no cover - defensive
+            raise StoreUnavailable("ray", str(exc)) from None
+
+    def bus_stats(self, org: str) -> dict[str, Any]:
+        _, hub = self._hub_for(org)
+        return dict(runtime.run_sync(runtime.iter_refs([hub.stats.remote()]), 60)[0])
+
+
+class MaintenanceClientMixin:
+    """Run or schedule decay and consolidation (see :mod:`memorybus.actors.maintenance`)."""
+
+    config: Config
+    _maintenance: dict[str, Any]
+
+    def _maintenance_actor(self, kind: str) -> Any:
+        from memorybus import actors
+
+        if kind not in self._maintenance:
+            try:
+                self._maintenance[kind] = actors.lookup(
+                    actors.maintenance_name(self.config, kind), self.config.namespace
+                )
+            except ValueError:
+                self._maintenance[kind] = actors.create_maintenance(self.config, kind)
+        return self._maintenance[kind]
+
+    def run_decay(self, now: float | None = None) -> dict[str, Any]:
+        """One decay sweep over every shard now (or at the injected time ``now``)."""
+        actor = self._maintenance_actor("decay")
+        return dict(runtime.run_sync(runtime.iter_refs([actor.run_once.remote(now)]), 600)[0])
+
+    def run_consolidation(
+        self,
+        now: float | None = None,
+        *,
+        scopes: list[str] | None = None,
+        due_only: bool = False,
+        pause_before_apply: float = 0.0,
+    ) -> dict[str, Any]:
+        """One consolidation run over every shard (``due_only``: only scopes whose new
+        episodic importance passed the reflection threshold)."""
+        actor = self._maintenance_actor("consolidation")
+        ref = actor.run_once.remote(now, scopes=scopes, due_only=due_only, pause_before_apply=pause_before_apply)
+        return dict(runtime.run_sync(runtime.iter_refs([ref]), 600)[0])
+
+    def schedule_maintenance(
+        self, decay_interval: float | None = None, consolidation_interval: float | None = None
+    ) -> None:
+        """Start the periodic decay and consolidation runs (intervals from config by default)."""
+        refs = [
+            self._maintenance_actor("decay").start.remote(decay_interval),
+            self._maintenance_actor("consolidation").start.remote(consolidation_interval),
+        ]
+        runtime.run_sync(runtime.iter_refs(refs), 60)
+
+    def maintenance_status(self) -> dict[str, Any]:
+        refs = [self._maintenance_actor(k).status.remote() for k in ("decay", "consolidation")]
+        decay, consolidation = runtime.run_sync(runtime.iter_refs(refs), 60)
+        return {"decay": decay, "consolidation": consolidation}

@@ -1,0 +1,144 @@
+"""Change events: what every committed write tells subscribers.
+
+An :class:`Event` is appended to its scope's durable log in the same atomic
+commit as the change it describes, with a sequence number that increases by
+one per scope. :class:`EventFilter` selects what a subscription wants; whether
+a subscriber may see an event at all is the visibility rule of its context.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any
+
+from memorybus.codec import decode, encode, node_from_dict, node_to_dict
+from memorybus.errors import InvalidRequest
+from memorybus.model import MemoryKind, MemoryNode
+from memorybus.scopes import Context, Level, Scope
+
+EVENT = "event"
+
+
+class EventKind(str, Enum):
+    REMEMBERED = "remembered"
+    UPDATED = "updated"
+    FORGOTTEN = "forgotten"
+    BROADCAST = "broadcast"
+    ASSERTED = "asserted"  # a keyed fact was written and is now current
+    DEPRECATED = "deprecated"  # a keyed fact lost a resolution (superseded or rejected)
+    ARCHIVED = "archived"
+    EXPIRED = "expired"
+    CONSOLIDATED = "consolidated"
+
+
+@dataclass(slots=True)
+class Event:
+    """One committed change. ``node`` is the memory after the change (no embedding)."""
+
+    kind: EventKind
+    node: MemoryNode
+    at: float
+    by: str = ""
+    seq: int = 0
+    data: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def scope(self) -> Scope:
+        return self.node.scope
+
+    @property
+    def scope_key(self) -> str:
+        return self.node.scope.key
+
+    @property
+    def memory_id(self) -> str:
+        return self.node.id
+
+    def encode(self) -> bytes:
+        """The log record (the sequence number is the log's, not stored inside)."""
+        return encode(
+            EVENT,
+            {
+                "kind": self.kind.value,
+                "node": node_to_dict(self.node, with_embedding=False),
+                "at": self.at,
+                "by": self.by,
+                "data": self.data,
+            },
+        )
+
+    @classmethod
+    def decode(cls, blob: bytes, seq: int) -> Event:
+        d = decode(blob, EVENT)
+        return cls(EventKind(d["kind"]), node_from_dict(d["node"]), d["at"], d["by"], seq, d["data"])
+
+
+@dataclass(frozen=True, slots=True)
+class EventFilter:
+    """What a subscription selects. Empty fields select everything.
+
+    - ``levels``: scope widths (``"org"``, ``"user"``, ``"agent"``, ``"session"``)
+    - ``scopes``: exact scopes
+    - ``kinds``: memory kinds; ``events``: event kinds
+    - ``keys``: fact keys; a trailing ``*`` matches a prefix (``"user:u1/*"``)
+    - ``tags``: any of these tags
+    """
+
+    levels: frozenset[Level] = frozenset()
+    scopes: frozenset[Scope] = frozenset()
+    kinds: frozenset[MemoryKind] = frozenset()
+    events: frozenset[EventKind] = frozenset()
+    keys: tuple[str, ...] = ()
+    tags: frozenset[str] = frozenset()
+
+    @classmethod
+    def of(
+        cls,
+        *,
+        levels: Iterable[Level | str] = (),
+        scopes: Iterable[Scope] = (),
+        kinds: Iterable[MemoryKind | str] = (),
+        events: Iterable[EventKind | str] = (),
+        keys: Iterable[str] = (),
+        tags: Iterable[str] = (),
+    ) -> EventFilter:
+        try:
+            return cls(
+                levels=frozenset(Level(x) for x in levels),
+                scopes=frozenset(scopes),
+                kinds=frozenset(MemoryKind(x) for x in kinds),
+                events=frozenset(EventKind(x) for x in events),
+                keys=tuple(keys),
+                tags=frozenset(tags),
+            )
+        except ValueError as exc:
+            raise InvalidRequest("filter", str(exc)) from None
+
+    def matches(self, event: Event) -> bool:
+        node = event.node
+        if self.levels and node.scope.level not in self.levels:
+            return False
+        if self.scopes and node.scope not in self.scopes:
+            return False
+        if self.kinds and node.kind not in self.kinds:
+            return False
+        if self.events and event.kind not in self.events:
+            return False
+        if self.keys and not any(_key_match(p, node.key) for p in self.keys):
+            return False
+        return not (self.tags and not self.tags & set(node.tags))
+
+
+def _key_match(pattern: str, key: str | None) -> bool:
+    if key is None:
+        return False
+    if pattern.endswith("*"):
+        return key.startswith(pattern[:-1])
+    return key == pattern
+
+
+def deliverable(event: Event, context: Context, flt: EventFilter) -> bool:
+    """A subscriber only receives events about memories it could recall."""
+    return event.node.scope.visible_to(context) and flt.matches(event)

@@ -1,0 +1,169 @@
+"""An incremental BM25 keyword index, partitioned by scope key.
+
+Each scope key has its own inverted index (term -> postings), so a search
+touches only the partitions of the caller's visible scopes: its cost follows
+the size of what the caller can see, not the size of the shard. Postings are
+append-only ``array`` buffers read by numpy without copying; a removed or
+replaced document is marked dead and its postings are compacted away when a
+partition holds more dead than live entries.
+
+Scores are Okapi BM25 over the union of the visible partitions (document
+frequencies and average length summed over them), so results do not depend on
+how scopes are spread over shards.
+
+Guarantees: ``add``/``remove`` cost O(terms of the document) (amortised);
+``search`` is exact BM25 over live documents; the index is derived and
+rebuilt from the store.
+"""
+
+from __future__ import annotations
+
+import math
+from array import array
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+
+@dataclass(slots=True)
+class _Postings:
+    slots: array = field(default_factory=lambda: array("i"))
+    tfs: array = field(default_factory=lambda: array("f"))
+
+
+@dataclass(slots=True)
+class _Partition:
+    postings: dict[str, _Postings] = field(default_factory=dict)
+    df: Counter[str] = field(default_factory=Counter)
+    docs: int = 0
+    total_len: int = 0
+    dead: int = 0
+    entries: int = 0
+
+
+class KeywordIndex:
+    """BM25 (``k1``, ``b``) over token lists, one partition per scope key."""
+
+    def __init__(self, k1: float = 1.2, b: float = 0.75) -> None:
+        self.k1 = k1
+        self.b = b
+        self.reset()
+
+    def reset(self) -> None:
+        self._parts: dict[str, _Partition] = {}
+        self._slot_of: dict[str, int] = {}
+        self._ids: list[str] = []
+        self._scope: list[str] = []
+        self._terms: list[Counter[str] | None] = []
+        self._len = array("f")
+        self._alive = bytearray()
+
+    def __len__(self) -> int:
+        return len(self._slot_of)
+
+    # ------------------------------------------------------------------ writes
+    def add(self, doc_id: str, scope_key: str, terms: Sequence[str]) -> None:
+        """Index ``terms`` as document ``doc_id`` (replacing an earlier version)."""
+        if doc_id in self._slot_of:
+            self.remove(doc_id)
+        counts = Counter(terms)
+        slot = len(self._ids)
+        self._ids.append(doc_id)
+        self._scope.append(scope_key)
+        self._terms.append(counts)
+        self._len.append(float(len(terms)))
+        self._alive.append(1)
+        self._slot_of[doc_id] = slot
+        part = self._parts.get(scope_key)
+        if part is None:
+            part = self._parts[scope_key] = _Partition()
+        part.docs += 1
+        part.total_len += len(terms)
+        for term, tf in counts.items():
+            post = part.postings.get(term)
+            if post is None:
+                post = part.postings[term] = _Postings()
+            post.slots.append(slot)
+            post.tfs.append(float(tf))
+            part.df[term] += 1
+            part.entries += 1
+
+    def remove(self, doc_id: str) -> bool:
+        """Forget ``doc_id``; False if it was not indexed."""
+        slot = self._slot_of.pop(doc_id, None)
+        if slot is None:
+            return False
+        counts = self._terms[slot]
+        self._terms[slot] = None
+        self._alive[slot] = 0
+        part = self._parts[self._scope[slot]]
+        part.docs -= 1
+        part.total_len -= int(self._len[slot])
+        if counts:
+            for term in counts:
+                part.df[term] -= 1
+                if part.df[term] <= 0:
+                    del part.df[term]
+                part.dead += 1
+        if part.dead > max(64, part.entries - part.dead):
+            self._compact(part)
+        return True
+
+    def _compact(self, part: _Partition) -> None:
+        for term in list(part.postings):
+            post = part.postings[term]
+            slots = np.frombuffer(post.slots, dtype=np.int32)
+            keep = np.frombuffer(self._alive, dtype=np.bool_)[slots]
+            if not keep.any():
+                del part.postings[term]
+                continue
+            post.slots = array("i", slots[keep].tobytes())
+            post.tfs = array("f", np.frombuffer(post.tfs, dtype=np.float32)[keep].tobytes())
+        part.entries -= part.dead
+        part.dead = 0
+
+    # ------------------------------------------------------------------- reads
+    def search(self, terms: Iterable[str], scope_keys: Sequence[str], limit: int) -> list[tuple[str, float]]:
+        """Top ``limit`` ``(id, bm25)`` among live documents of ``scope_keys`` (score > 0)."""
+        parts = [self._parts[s] for s in dict.fromkeys(scope_keys) if s in self._parts]
+        unique = list(dict.fromkeys(terms))
+        if not parts or not unique or limit <= 0:
+            return []
+        n_docs = sum(p.docs for p in parts)
+        if n_docs <= 0:
+            return []
+        avgdl = max(1e-9, sum(p.total_len for p in parts) / n_docs)
+        lengths = np.frombuffer(self._len, dtype=np.float32)
+        all_slots: list[np.ndarray] = []
+        all_scores: list[np.ndarray] = []
+        for term in unique:
+            df = sum(p.df.get(term, 0) for p in parts)
+            if df <= 0:
+                continue
+            idf = math.log(1.0 + (n_docs - df + 0.5) / (df + 0.5))
+            for p in parts:
+                post = p.postings.get(term)
+                if post is None or not len(post.slots):
+                    continue
+                slots = np.frombuffer(post.slots, dtype=np.int32)
+                tfs = np.frombuffer(post.tfs, dtype=np.float32)
+                norm = self.k1 * (1.0 - self.b + self.b * lengths[slots] / avgdl)
+                all_slots.append(slots)
+                all_scores.append(idf * tfs * (self.k1 + 1.0) / (tfs + norm))
+        if not all_slots:
+            return []
+        slots = np.concatenate(all_slots)
+        scores = np.concatenate(all_scores)
+        uniq, inverse = np.unique(slots, return_inverse=True)
+        summed = np.bincount(inverse, weights=scores)
+        live = np.frombuffer(self._alive, dtype=np.bool_)[uniq]
+        uniq, summed = uniq[live], summed[live]
+        if not len(uniq):
+            return []
+        if len(uniq) > limit:
+            top = np.argpartition(-summed, limit - 1)[:limit]
+            uniq, summed = uniq[top], summed[top]
+        order = np.lexsort((uniq, -summed))
+        return [(self._ids[int(uniq[i])], float(summed[i])) for i in order]

@@ -1,0 +1,232 @@
+"""The read path of a shard: hybrid recall over the shard's indexes.
+
+:class:`RecallReader` belongs to one :class:`~memorybus.shard.Shard`. The
+shard calls :meth:`RecallReader.on_indexed` / :meth:`RecallReader.on_removed`
+wherever it mirrors a committed write (so the keyword and session indexes
+follow every write path, and a rebuild from the store rebuilds them) and
+:meth:`RecallReader.contextualize` on the vectors of new memories before they
+are stored.
+
+A search costs one vector-index query, one keyword query over the visible
+scope partitions and a pass over at most ``dense_candidates +
+keyword_candidates`` candidates: it does not grow with the shard.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from memorybus.errors import InvalidRequest
+from memorybus.model import MemoryKind, MemoryNode, MemoryStatus
+from memorybus.retrieval.hits import DEFAULT_STATUSES, RecallHit
+from memorybus.retrieval.hybrid import Query, RecallOptions, expand, rank
+from memorybus.retrieval.structure import RecallIndex
+from memorybus.retrieval.text import tokens
+from memorybus.scopes import Context
+
+if TYPE_CHECKING:
+    from memorybus.shard import Shard
+
+#: how much deeper the indexes are searched when a time filter drops candidates
+_FILTER_DEPTH = 8
+
+
+@dataclass(slots=True)
+class SearchPlan:
+    """A search prepared up to the query vector (see :meth:`RecallReader.plan`)."""
+
+    context: Context
+    k: int
+    kinds: Sequence[MemoryKind] | None
+    statuses: Sequence[MemoryStatus]
+    touch: bool
+    options: RecallOptions
+    scope_keys: list[str]
+    now: float
+    accept: Callable[[MemoryNode], bool]
+    query: Query | None
+    keyword: list[tuple[str, float]]
+    filtered: bool
+    depth: int
+
+
+class RecallReader:
+    def __init__(self, shard: Shard) -> None:
+        self.shard = shard
+        w = shard.ranking
+        self.structure = RecallIndex(w.bm25_k1, w.bm25_b)
+
+    # ------------------------------------------------------------ write hooks
+    def reset(self) -> None:
+        self.structure.reset()
+
+    def on_indexed(self, node: MemoryNode) -> None:
+        self.structure.add(node)
+
+    def on_removed(self, memory_id: str) -> None:
+        self.structure.remove(memory_id)
+
+    def contextualize(
+        self, nodes: Sequence[object], vectors: np.ndarray | None, rows: Sequence[int] | None
+    ) -> tuple[np.ndarray | None, Sequence[int] | None]:
+        """Contextual vectors for new memories (see :meth:`RecallIndex.contextualize`)."""
+        return self.structure.contextualize(nodes, vectors, rows, self.shard.ranking.context_mix, self._stored_vector)
+
+    def _stored_vector(self, memory_id: str) -> np.ndarray | None:
+        cached = self.structure.vectors.vector(memory_id)
+        if cached is not None:
+            return cached
+        stored = self.shard.store.get(memory_id)
+        return None if stored is None or stored.embedding is None else np.asarray(stored.embedding)
+
+    # ------------------------------------------------------------------- reads
+    def search(
+        self,
+        context: Context,
+        vector: np.ndarray,
+        k: int = 10,
+        *,
+        kinds: Sequence[MemoryKind] | None = None,
+        statuses: Sequence[MemoryStatus] | None = None,
+        touch: bool = True,
+        as_of: float | None = None,
+        query: str | None = None,
+        options: RecallOptions | None = None,
+        linked: Mapping[str, float] | None = None,
+    ) -> list[RecallHit]:
+        """``linked``: memories linked to the query by the shard's graph, with their link score."""
+        plan = self.plan(
+            context, k, kinds=kinds, statuses=statuses, touch=touch, as_of=as_of, query=query, options=options
+        )
+        return self.execute(plan, vector, linked)
+
+    def plan(
+        self,
+        context: Context,
+        k: int = 10,
+        *,
+        kinds: Sequence[MemoryKind] | None = None,
+        statuses: Sequence[MemoryStatus] | None = None,
+        touch: bool = True,
+        as_of: float | None = None,
+        query: str | None = None,
+        options: RecallOptions | None = None,
+    ) -> SearchPlan:
+        """Everything a search needs but the query vector: checks, filters, the parsed
+        query and the keyword candidates (so it can run while the query is embedded)."""
+        shard = self.shard
+        context = shard._check_context(context)
+        if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= 1000:
+            raise InvalidRequest("k", "must be an int between 1 and 1000")
+        if query is not None and not isinstance(query, str):
+            raise InvalidRequest("query", "must be a string or None")
+        opts = options if options is not None else RecallOptions()
+        if not isinstance(opts, RecallOptions):
+            raise InvalidRequest("options", "must be a RecallOptions")
+        if as_of is not None:
+            opts = replace(opts, as_of=as_of)
+        opts = opts.validate()
+        statuses = tuple(statuses) if statuses else DEFAULT_STATUSES
+        if opts.as_of is not None and MemoryStatus.DEPRECATED not in statuses:
+            statuses = (*statuses, MemoryStatus.DEPRECATED)
+        kind_set = {MemoryKind(x) for x in kinds} if kinds else None
+        status_set = {MemoryStatus(x) for x in statuses}
+        scope_keys = [s.key for s in context.visible_scopes()]
+        visible_keys = frozenset(scope_keys)
+        now = shard.clock.now()
+        w = shard.ranking
+        filters_time = opts.filters_time
+
+        def accept(node: MemoryNode) -> bool:
+            if node.scope.key not in visible_keys and not node.scope.visible_to(context):
+                return False
+            if node.expires_at is not None and node.expires_at <= now:
+                return False
+            if kind_set is not None and node.kind not in kind_set:
+                return False
+            if node.status not in status_set:
+                return False
+            return not filters_time or opts.admits(node)
+
+        reference = opts.reference_time or opts.as_of or now
+        parsed = Query.parse(query, reference) if w.hybrid else None
+        terms = tokens(query) if query and w.hybrid else []
+        if terms and w.source_match:
+            # a speaker named in the query is matched by source, not as a keyword
+            # (their name is everywhere in a conversation with them)
+            speakers = self.structure.speaker_terms(scope_keys)
+            terms = [t for t in terms if t not in speakers] or terms
+        # filters the indexes do not apply themselves: look deeper so k survive them
+        filtered = opts.filters_time or kind_set is not None or status_set != set(DEFAULT_STATUSES)
+        depth = _FILTER_DEPTH if filtered else 1
+        kw_limit = max(k, w.keyword_candidates) * depth
+        keyword = self.structure.keywords.search(terms, scope_keys, kw_limit) if terms else []
+        return SearchPlan(
+            context, k, kinds, statuses, touch and opts.touch, opts, scope_keys, now, accept, parsed, keyword,
+            filtered, depth,
+        )  # fmt: skip
+
+    def execute(
+        self, plan: SearchPlan, vector: np.ndarray, linked: Mapping[str, float] | None = None
+    ) -> list[RecallHit]:
+        """The search itself, once the query vector is known."""
+        shard = self.shard
+        vec = np.asarray(vector, dtype=np.float32)
+        if vec.ndim == 2 and vec.shape[0] == 1:
+            vec = vec[0]
+        if vec.shape != (shard.dim,) or not np.all(np.isfinite(vec)):
+            raise InvalidRequest("vector", f"must be a finite vector of dimension {shard.dim}")
+        w = shard.ranking
+        k, accept, scope_keys = plan.k, plan.accept, plan.scope_keys
+        dense_limit = max(k * max(1, w.candidate_multiplier), w.dense_candidates if w.hybrid else 0) * plan.depth
+        visible_count = self.structure.vectors.live_count(scope_keys)
+        if visible_count <= w.exact_dense_limit:  # small: exact, no index round trip
+            dense = self.structure.vectors.search(vec, scope_keys, visible_count if plan.filtered else dense_limit)
+            if plan.filtered:
+                nodes = shard._nodes
+                dense = [d for d in dense if d[0] in nodes and accept(nodes[d[0]])][:dense_limit]
+        else:
+            dense = shard.index.search(
+                vec, dense_limit, scope_keys=scope_keys, kinds=plan.kinds, statuses=plan.statuses
+            )
+        ranked = rank(
+            dense, plan.keyword, shard._nodes, self.structure, plan.query, w, plan.now, accept, vec, limit=k,
+            linked=linked,
+        )  # fmt: skip
+        top = []
+        for hit in ranked[:k]:
+            if not hit.node.scope.visible_to(plan.context):  # the second check, on what leaves the shard
+                continue
+            hit.node = replace(hit.node)
+            top.append(hit)
+        out = list(top)
+        if plan.options.neighbors or plan.options.relations:
+            out += expand(top, shard._nodes, self.structure, plan.options, accept)
+        if plan.touch:
+            shard._touch([h.node.id for h in top], plan.now)
+        return out
+
+    def has_facts(self, context: Context) -> bool:
+        """Whether ``context`` sees any non-episodic memory here (graph links only lift facts)."""
+        return self.structure.has_facts([s.key for s in context.visible_scopes()])
+
+    def pinned(self, context: Context) -> list[MemoryNode]:
+        shard = self.shard
+        context = shard._check_context(context)
+        now = shard.clock.now()
+        out = []
+        for memory_id in self.structure.pinned_ids():
+            node = shard._nodes.get(memory_id)
+            if node is None or not node.scope.visible_to(context):
+                continue
+            if node.expires_at is not None and node.expires_at <= now:
+                continue
+            if node.status not in DEFAULT_STATUSES:
+                continue
+            out.append(replace(node))
+        out.sort(key=lambda n: (-n.importance, -n.confidence, n.created_at, n.id))
+        return out

@@ -1,0 +1,106 @@
+"""A small durable key-value store for the bus's own state (subscriptions, cursors).
+
+SqliteKV (embedded) and RedisKV (shared) behave alike; values are bytes.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import threading
+from typing import Any, Protocol
+
+import redis
+import redis.exceptions as rexc
+
+from memorybus.errors import StoreUnavailable
+
+
+class KeyValue(Protocol):
+    def get(self, key: str) -> bytes | None: ...
+
+    def put(self, key: str, value: bytes) -> None:
+        """Durable when it returns."""
+        ...
+
+    def delete(self, key: str) -> None: ...
+
+    def scan(self, prefix: str) -> list[tuple[str, bytes]]: ...
+
+    def close(self) -> None: ...
+
+
+class SqliteKV:
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = os.fspath(path)
+        self._lock = threading.Lock()
+        try:
+            os.makedirs(os.path.dirname(os.path.abspath(self.path)), exist_ok=True)
+            self._db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute("PRAGMA synchronous=FULL")
+            self._db.execute("CREATE TABLE IF NOT EXISTS kv (k TEXT PRIMARY KEY, v BLOB NOT NULL)")
+        except (sqlite3.Error, OSError) as exc:
+            raise StoreUnavailable("sqlite", f"{self.path}: {exc}") from None
+
+    def _run(self, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+        with self._lock:
+            try:
+                return self._db.execute(sql, params).fetchall()
+            except sqlite3.Error as exc:
+                raise StoreUnavailable("sqlite", str(exc)) from None
+
+    def get(self, key: str) -> bytes | None:
+        rows = self._run("SELECT v FROM kv WHERE k=?", (key,))
+        return bytes(rows[0][0]) if rows else None
+
+    def put(self, key: str, value: bytes) -> None:
+        self._run("INSERT INTO kv(k, v) VALUES (?, ?) ON CONFLICT(k) DO UPDATE SET v=excluded.v", (key, value))
+
+    def delete(self, key: str) -> None:
+        self._run("DELETE FROM kv WHERE k=?", (key,))
+
+    def scan(self, prefix: str) -> list[tuple[str, bytes]]:
+        rows = self._run("SELECT k, v FROM kv WHERE substr(k, 1, ?) = ? ORDER BY k", (len(prefix), prefix))
+        return [(str(k), bytes(v)) for k, v in rows]
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
+
+
+class RedisKV:
+    def __init__(self, url: str, prefix: str) -> None:
+        self.prefix = prefix
+        try:
+            self._r = redis.Redis.from_url(url, socket_timeout=5.0, socket_connect_timeout=5.0)
+            self._r.ping()
+        except rexc.RedisError as exc:
+            raise StoreUnavailable("redis", f"{url}: {exc}") from None
+
+    def _key(self, key: str) -> str:
+        return f"{self.prefix}:{key}"
+
+    def _do(self, fn: Any, *args: Any) -> Any:
+        try:
+            return fn(*args)
+        except rexc.RedisError as exc:
+            raise StoreUnavailable("redis", str(exc)) from None
+
+    def get(self, key: str) -> bytes | None:
+        value = self._do(self._r.hget, self.prefix, key)
+        return bytes(value) if value is not None else None
+
+    def put(self, key: str, value: bytes) -> None:
+        self._do(self._r.hset, self.prefix, key, value)
+
+    def delete(self, key: str) -> None:
+        self._do(self._r.hdel, self.prefix, key)
+
+    def scan(self, prefix: str) -> list[tuple[str, bytes]]:
+        items = self._do(self._r.hgetall, self.prefix)
+        out = [(k.decode(), bytes(v)) for k, v in items.items() if k.decode().startswith(prefix)]
+        return sorted(out)
+
+    def close(self) -> None:
+        self._r.close()

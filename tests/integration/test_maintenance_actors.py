@@ -1,0 +1,67 @@
+"""DecayActor and ConsolidationActor across every shard on a local Ray (injected time)."""
+
+import time
+import uuid
+
+import pytest
+import ray
+
+import memorybus as mb
+from memorybus import Config, Context, MemoryKind, MemoryStatus
+from tests.unit.test_maintenance import PARAPHRASES
+
+pytestmark = [pytest.mark.ray, pytest.mark.model, pytest.mark.timeout(300)]
+DAY = 86400.0
+
+
+@pytest.fixture(scope="module")
+def bus(ray_local, tmp_path_factory):
+    cfg = Config.embedded(tmp_path_factory.mktemp("maint"), num_shards=2, namespace=f"maint_{uuid.uuid4().hex[:6]}")
+    b = mb.connect(cfg)
+    yield b
+    b.shutdown()
+
+
+def test_decay_actor_sweeps_every_shard(bus):
+    o = f"org{uuid.uuid4().hex[:6]}"
+    ctxs = [Context(o, f"u{i}") for i in range(12)]
+    low = [bus.remember(f"user {i} had toast at breakfast", c, importance=2) for i, c in enumerate(ctxs)]
+    keep = [bus.remember(f"user {i} is allergic to penicillin", c, importance=9) for i, c in enumerate(ctxs)]
+    assert len({bus.router.shard_for(n.scope.key) for n in low}) == 2
+    status = bus.run_decay(now=time.time() + 90 * DAY)
+    assert status["last_counts"]["archived"] >= 12 and status["runs"] == 1 and not status["errors"]
+    for c, n, k in zip(ctxs, low, keep, strict=True):
+        assert bus.get(n.id, c).status is MemoryStatus.ARCHIVED
+        assert bus.get(k.id, c).status is MemoryStatus.ACTIVE
+        assert n.id in {h.node.id for h in bus.recall("breakfast toast", c, k=3, include_archived=True)}
+        assert n.id not in {h.node.id for h in bus.recall("breakfast toast", c, k=3)}
+    assert bus.maintenance_status()["decay"]["totals"]["archived"] >= 12
+
+
+def test_consolidation_actor_killed_mid_run_then_rerun_yields_one(bus):
+    o = f"org{uuid.uuid4().hex[:6]}"
+    ctx = Context(o, "u1", "ops")
+    bus.remember_many(PARAPHRASES, ctx)
+    actor = bus._maintenance_actor("consolidation")
+    pending = actor.run_once.remote(None, pause_before_apply=30.0)
+    time.sleep(8.0)  # planned and embedded, waiting to apply
+    ray.kill(actor, no_restart=False)
+    with pytest.raises(ray.exceptions.RayActorError):
+        ray.get(pending, timeout=60)
+    semantic = bus.recall("deploy failed", ctx, k=50, kinds=["semantic"])
+    assert semantic == []  # nothing was applied before the crash
+    deadline = time.time() + 60
+    while True:  # the restarted actor
+        try:
+            status = bus.run_consolidation()
+            break
+        except mb.StoreUnavailable:
+            assert time.time() < deadline
+            time.sleep(0.5)
+    assert status["last_counts"]["consolidated"] == 1
+    again = bus.run_consolidation()
+    assert again["last_counts"]["consolidated"] == 0
+    semantic = bus.recall("why did the production deploy fail?", ctx, k=50, kinds=[MemoryKind.SEMANTIC])
+    assert len(semantic) == 1 and len(semantic[0].node.parents) == 20
+    parents = semantic[0].node.parents
+    assert all(bus.get(p, ctx).status is MemoryStatus.CONSOLIDATED for p in parents)

@@ -1,0 +1,97 @@
+"""The evaluation protocols, metrics and baselines on small synthetic data (no model, no Ray)."""
+
+import json
+
+import numpy as np
+import pytest
+
+from memorybus.evaluation import locomo, longmemeval
+from memorybus.evaluation.baselines import BM25, rank_all, rrf
+from memorybus.evaluation.metrics import hit_at, ndcg_at, recall_all_at, recall_at
+
+
+def locomo_sample():
+    return [
+        {
+            "sample_id": "conv-x",
+            "conversation": {
+                "speaker_a": "Ana",
+                "speaker_b": "Ben",
+                "session_1_date_time": "1:56 pm on 8 May, 2023",
+                "session_1": [
+                    {"speaker": "Ana", "dia_id": "D1:1", "text": "I adopted a beagle."},
+                    {"speaker": "Ben", "dia_id": "D1:2", "text": "Nice!", "blip_caption": "a photo of a dog"},
+                ],
+                "session_2_date_time": "10:00 am on 2 July, 2023",
+                "session_2": [{"speaker": "Ben", "dia_id": "D2:1", "text": "I made a bowl in pottery class."}],
+            },
+            "qa": [
+                {"question": "What dog?", "answer": "beagle", "evidence": ["D1:1"], "category": 4},
+                {"question": "Both?", "answer": "x", "evidence": ["D1:1; D2:01"], "category": 1},
+                {"question": "Malformed", "answer": "x", "evidence": ["D:2:1", "D9:9"], "category": 2},
+                {"question": "No gold", "answer": "x", "evidence": ["D7:7"], "category": 3},
+            ],
+        }
+    ]
+
+
+def test_locomo_protocol(tmp_path):
+    path = tmp_path / "locomo.json"
+    path.write_text(json.dumps(locomo_sample()))
+    (conv,) = locomo.load(path)
+    assert [t.dia_id for t in conv.turns] == ["D1:1", "D1:2", "D2:1"]
+    assert conv.turns[1].content == '(1:56 pm on 8 May, 2023) Ben said, "Nice!" [shares a photo of a dog]'
+    assert [q.gold for q in conv.questions] == [["D1:1"], ["D1:1", "D2:1"], ["D2:1"]]
+    assert conv.dropped_questions == 1
+    item = locomo.memory_item(conv.turns[2])
+    assert item["valid_from"] == conv.turns[2].when and item["structured"]["session"] == "session_2"
+    assert item["source"] == "Ben" and item["kind"] == "episodic"
+    assert locomo.normalise_ids("D30:05") == ["D30:5"]
+
+
+def test_longmemeval_protocol(tmp_path):
+    data = [
+        {
+            "question_id": "q1", "question_type": "single-session-user", "question": "What did I adopt?",
+            "question_date": "2023/05/30 (Tue) 10:18", "answer": "a dog", "answer_session_ids": ["s2"],
+            "haystack_session_ids": ["s1", "s2"], "haystack_dates": ["2023/05/20 (Sat) 07:47", "2023/05/21 (Sun) 08:00"],
+            "haystack_sessions": [
+                [{"role": "user", "content": "hello"}, {"role": "assistant", "content": "hi"}],
+                [{"role": "user", "content": "I adopted a dog " + "very " * 600, "has_answer": True}],
+            ],
+        },
+        {
+            "question_id": "q2", "question_type": "single-session-assistant", "question": "What did you say?",
+            "question_date": "2023/05/30 (Tue) 10:18", "answer": "x", "answer_session_ids": ["s1"],
+            "haystack_session_ids": ["s1"], "haystack_dates": ["2023/05/20 (Sat) 07:47"],
+            "haystack_sessions": [[{"role": "assistant", "content": "x", "has_answer": True}]],
+        },
+    ]  # fmt: skip
+    path = tmp_path / "lme.json"
+    path.write_text(json.dumps(data))
+    items, skipped = longmemeval.load(path)
+    assert skipped == 1 and [i.question_id for i in items] == ["q1"]
+    s1, s2 = items[0].sessions
+    assert s1.document == "hello"
+    chunks = longmemeval.memory_items(s2)
+    assert len(chunks) == 2 and all(len(c["content"]) <= longmemeval.MAX_CHARS for c in chunks)
+    assert {c["structured"]["session"] for c in chunks} == {"s2"} and chunks[1]["structured"]["turn"] == 1
+
+
+def test_metrics():
+    ranked = ["a", "b", "c", "d"]
+    assert recall_at(ranked, ["b", "z"], 2) == 0.5 and hit_at(ranked, ["z"], 4) == 0.0
+    assert recall_all_at(ranked, ["a", "c"], 3) == 1.0 and recall_all_at(ranked, ["a", "d"], 3) == 0.0
+    assert ndcg_at(ranked, ["a"], 5) == 1.0
+    assert ndcg_at(ranked, ["b"], 5) == pytest.approx(1 / np.log2(3))
+
+
+def test_baselines():
+    docs = ["the beagle is a dog", "pottery bowl class", "a dog and a cat"]
+    bm25 = BM25(docs)
+    assert int(np.argmax(bm25.scores("beagle"))) == 0
+    vecs = np.eye(3, dtype=np.float32)
+    ranks = rank_all("pottery", vecs[2], bm25, vecs)
+    assert ranks["bm25"][0] == 1 and ranks["dense"][0] == 2
+    assert rrf([0, 1, 2], [2, 1, 0]) == [0, 2, 1]  # 1/61 + 1/63 > 2/62; ties by index
+    assert rrf([0, 1], [0, 1]) == [0, 1]

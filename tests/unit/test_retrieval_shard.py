@@ -1,0 +1,180 @@
+"""Hybrid recall in the plain Shard (real SQLite, Qdrant Edge and model; no Ray):
+time filters, expansion, contextual embeddings, the keyword index following writes."""
+
+from dataclasses import replace
+from datetime import UTC, datetime
+
+import numpy as np
+import pytest
+
+from memorybus import Context, InvalidRequest, ManualClock, MemoryNode, MemoryStatus, RankingWeights
+from memorybus.retrieval import RecallOptions
+from memorybus.retrieval.structure import embedding_texts, index_text
+from memorybus.shard import Shard
+from memorybus.storage.sqlite import SqliteStore
+from memorybus.storage.vectors import EdgeVectorIndex
+
+pytestmark = pytest.mark.model
+
+CTX = Context("acme", "u1", "assistant")
+DAY = 86_400.0
+
+
+def ts(y, m, d):
+    return datetime(y, m, d, tzinfo=UTC).timestamp()
+
+
+def make_shard(tmp_path, ranking=None, name="s"):
+    return Shard(
+        "shard-0",
+        SqliteStore(tmp_path / f"{name}.sqlite"),
+        EdgeVectorIndex(tmp_path / f"{name}-v", 384),
+        dim=384,
+        clock=ManualClock(ts(2024, 1, 1)),
+        ranking=ranking,
+    )
+
+
+def conversation():
+    """Two sessions of a small chat; content carries a date stamp, as LoCoMo memories do."""
+    sessions = {
+        ("s1", ts(2023, 5, 8)): [
+            ("Ana", "I finally adopted a dog from the shelter!"),
+            ("Ben", "No way, what breed is it?"),
+            ("Ana", "A beagle mix, she is three years old."),
+            ("Ben", "Cute. I spent the weekend fixing my bike."),
+        ],
+        ("s2", ts(2023, 7, 2)): [
+            ("Ben", "I started a pottery class on Tuesdays."),
+            ("Ana", "Fun! Did you make anything yet?"),
+            ("Ben", "A lopsided bowl, my kids loved it."),
+            ("Ana", "I took the beagle hiking in the hills."),
+        ],
+    }
+    nodes = []
+    for (session, when), turns in sessions.items():
+        for i, (who, text) in enumerate(turns):
+            day = datetime.fromtimestamp(when, UTC)
+            nodes.append(
+                MemoryNode(
+                    content=f'({day.day} {day:%B %Y}) {who} said, "{text}"',
+                    scope=CTX.scope.widen("user"),
+                    structured={"session": session, "turn": i},
+                    source=who,
+                    valid_from=when,
+                    created_at=when,
+                )
+            )
+    return nodes
+
+
+@pytest.fixture
+def filled(tmp_path, embedder):
+    shard = make_shard(tmp_path)
+    nodes = conversation()
+    stored = shard.put_many(CTX, nodes, embedder.encode(embedding_texts(nodes)))
+    yield shard, {n.content.split('"')[1]: n for n in stored}
+    shard.close()
+
+
+def search(shard, embedder, query, k=3, **opts):
+    return shard.search(CTX, embedder.encode([query])[0], k, query=query, options=RecallOptions(touch=False, **opts))
+
+
+def test_hybrid_recall_finds_the_reply_to_a_question(filled, embedder):
+    shard, by_text = filled
+    hits = search(shard, embedder, "What breed is Ana's dog?", k=3)
+    assert by_text["A beagle mix, she is three years old."].id in [h.node.id for h in hits]
+    assert all(h.via == "match" for h in hits)
+
+
+def test_time_range_filter(filled, embedder):
+    shard, _by_text = filled
+    hits = search(shard, embedder, "dog", k=10, start=ts(2023, 6, 1), end=ts(2023, 8, 1))
+    assert hits and all(h.node.valid_from == ts(2023, 7, 2) for h in hits)
+    hits = search(shard, embedder, "dog", k=10, end=ts(2023, 6, 1))
+    assert hits and all(h.node.valid_from == ts(2023, 5, 8) for h in hits)
+    with pytest.raises(InvalidRequest):
+        search(shard, embedder, "dog", start=ts(2023, 8, 1), end=ts(2023, 6, 1))
+
+
+def test_as_of_sees_the_fact_valid_then(tmp_path, embedder):
+    shard = make_shard(tmp_path, name="asof")
+    old = MemoryNode(content="Ana lives in Lisbon", scope=CTX.scope, kind="semantic", valid_from=ts(2022, 1, 1))
+    (old,) = shard.put_many(CTX, [old], embedder.encode([old.content]))
+    shard.update(CTX, old.id, 1, {"valid_to": ts(2023, 1, 1), "status": MemoryStatus.DEPRECATED})
+    new = MemoryNode(content="Ana lives in Porto", scope=CTX.scope, kind="semantic", valid_from=ts(2023, 1, 1))
+    shard.put_many(CTX, [new], embedder.encode([new.content]))
+    q = embedder.encode(["where does Ana live"])[0]
+    now_hits = shard.search(CTX, q, 5, query="where does Ana live")
+    assert [h.node.content for h in now_hits] == ["Ana lives in Porto"]
+    then = shard.search(CTX, q, 5, query="where does Ana live", options=RecallOptions(as_of=ts(2022, 6, 1)))
+    assert [h.node.content for h in then] == ["Ana lives in Lisbon"]
+    shard.close()
+
+
+def test_neighbour_and_relation_expansion_with_budgets(filled, embedder):
+    shard, by_text = filled
+    bowl = by_text["A lopsided bowl, my kids loved it."]
+    query = "Ben's lopsided bowl"
+    hits = search(shard, embedder, query, k=1, neighbors=1)
+    assert hits[0].node.id == bowl.id
+    assert [(h.via, h.node.content.split('"')[1]) for h in hits[1:]] == [
+        ("neighbor", "Fun! Did you make anything yet?"),
+        ("neighbor", "I took the beagle hiking in the hills."),
+    ]
+    assert all(h.expanded_from == bowl.id for h in hits[1:])
+    hits = search(shard, embedder, query, k=1, neighbors=2, neighbor_budget=2)
+    assert sum(h.via == "neighbor" for h in hits) == 2
+    assert search(shard, embedder, query, k=1)[1:] == []
+    # relations
+    bike = by_text["Cute. I spent the weekend fixing my bike."]
+    shard.update(CTX, bowl.id, 1, {"related": (bike.id,)})
+    hits = search(shard, embedder, query, k=1, relations=1)
+    assert hits[0].node.id == bowl.id
+    assert [(h.via, h.node.id) for h in hits[1:]] == [("relation", bike.id)]
+    assert [h.via for h in search(shard, embedder, query, k=1, relations=1, relation_budget=0)] == ["match"]
+
+
+def test_contextual_embeddings_mix_the_predecessor_and_drop_the_date(tmp_path, embedder):
+    nodes = conversation()[:2]
+    texts = embedding_texts(nodes)
+    assert texts == [index_text(n) for n in nodes] and not texts[0].startswith("(")
+    plain = embedder.encode(texts)
+    shard = make_shard(tmp_path, RankingWeights(context_mix=0.35), name="mix")
+    a, b = shard.put_many(CTX, nodes, plain)
+    first = shard.store.get(a.id).embedding
+    second = shard.store.get(b.id).embedding
+    np.testing.assert_allclose(first, plain[0], atol=1e-6)
+    want = plain[1] + 0.35 * plain[0]
+    np.testing.assert_allclose(second, want / np.linalg.norm(want), atol=1e-5)
+    # a later batch finds its predecessor in the store
+    later = replace(conversation()[2], id=MemoryNode(content="x", scope=CTX.scope).id)
+    (c,) = shard.put_many(CTX, [later], embedder.encode(embedding_texts([later])))
+    third = shard.store.get(c.id).embedding
+    assert float(third @ second) > float(embedder.encode(embedding_texts([later]))[0] @ second)
+    shard.close()
+    off = make_shard(tmp_path, RankingWeights(context_mix=0.0), name="off")
+    _, b2 = off.put_many(CTX, conversation()[:2], plain)
+    np.testing.assert_allclose(off.store.get(b2.id).embedding, plain[1], atol=1e-6)
+    off.close()
+    # the quality option that spends model work: the predecessor's text is encoded too
+    ctx_texts = embedding_texts(conversation()[:2], contextual_text=True)
+    assert ctx_texts[1] == f"{texts[0]}\n{texts[1]}"
+
+
+def test_keyword_index_follows_writes_and_rebuilds(tmp_path, embedder):
+    shard = make_shard(tmp_path, name="kw")
+    n = MemoryNode(content="invoice ZX-4471 from Quarkcorp", scope=CTX.scope)
+    (n,) = shard.put_many(CTX, [n], embedder.encode([n.content]))
+    assert shard._recall.structure.keywords.search(["quarkcorp"], [CTX.scope.key], 5)[0][0] == n.id
+    shard.update(CTX, n.id, 1, {"content": "invoice ZX-9 from Helio"}, embedder.encode(["invoice ZX-9 from Helio"])[0])
+    kw = shard._recall.structure.keywords
+    assert kw.search(["quarkcorp"], [CTX.scope.key], 5) == []
+    assert kw.search(["helio"], [CTX.scope.key], 5)[0][0] == n.id
+    shard.close()
+    reopened = make_shard(tmp_path, name="kw")
+    assert reopened._recall.structure.keywords.search(["helio"], [CTX.scope.key], 5)[0][0] == n.id
+    reopened.delete(CTX, n.id)
+    assert reopened._recall.structure.keywords.search(["helio"], [CTX.scope.key], 5) == []
+    reopened.close()
