@@ -62,7 +62,7 @@ class RankingWeights:
     time_slack_days: float = 10.0
     dense_span: float = 0.75
     dense_candidates: int = 100
-    exact_dense_limit: int = 4096
+    exact_dense_limit: int = 2000
     neighbor_candidates: int = 30
     keyword_candidates: int = 100
     context_mix: float = 0.35

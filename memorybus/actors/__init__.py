@@ -32,51 +32,37 @@ def bus_actor_name(config: Config, partition: int) -> str:
     return f"{config.namespace}:bus-{partition}"
 
 
-def _lifetime(config: Config) -> dict[str, Any]:
-    return {"lifetime": "detached"} if config.detached else {}
+def _options(
+    config: Config, name: str, num_cpus: float, resources: tuple[tuple[str, float], ...], **extra: Any
+) -> dict[str, Any]:
+    """Options every memorybus actor shares: named in the bus's namespace, found
+    again if it exists, restarted when it dies, detached if the config says so."""
+    return {
+        "name": name,
+        "namespace": config.namespace,
+        "get_if_exists": True,
+        "num_cpus": num_cpus,
+        "resources": dict(resources),
+        "max_restarts": -1,
+        "max_task_retries": -1,
+        **({"lifetime": "detached"} if config.detached else {}),
+        **extra,
+    }
 
 
 def shard_options(config: Config, index: int) -> dict[str, Any]:
-    return {
-        "name": shard_actor_name(config, index),
-        "namespace": config.namespace,
-        "get_if_exists": True,
-        "num_cpus": config.shard_num_cpus,
-        "resources": dict(config.shard_resources),
-        "max_restarts": -1,
-        "max_task_retries": -1,
-        "runtime_env": {"env_vars": dict(_ENV)},
-        **_lifetime(config),
-    }
+    return _options(config, shard_actor_name(config, index), config.shard_num_cpus, config.shard_resources,
+                    runtime_env={"env_vars": dict(_ENV)})
 
 
 def embedder_options(config: Config, index: int) -> dict[str, Any]:
-    return {
-        "name": embedder_actor_name(config, index),
-        "namespace": config.namespace,
-        "get_if_exists": True,
-        "num_cpus": config.embedder_num_cpus,
-        "resources": dict(config.embedder_resources),
-        "max_restarts": -1,
-        "max_task_retries": -1,
-        "max_concurrency": 1000,
-        "runtime_env": {"env_vars": dict(_ENV)},
-        **_lifetime(config),
-    }
+    return _options(config, embedder_actor_name(config, index), config.embedder_num_cpus, config.embedder_resources,
+                    max_concurrency=1000, runtime_env={"env_vars": dict(_ENV)})
 
 
 def bus_options(config: Config, partition: int) -> dict[str, Any]:
-    return {
-        "name": bus_actor_name(config, partition),
-        "namespace": config.namespace,
-        "get_if_exists": True,
-        "num_cpus": config.shard_num_cpus,
-        "resources": dict(config.shard_resources),
-        "max_restarts": -1,
-        "max_task_retries": -1,
-        "max_concurrency": 1000,
-        **_lifetime(config),
-    }
+    return _options(config, bus_actor_name(config, partition), config.shard_num_cpus, config.shard_resources,
+                    max_concurrency=1000)
 
 
 def create_bus(config: Config, partition: int) -> Any:
@@ -89,16 +75,9 @@ def maintenance_name(config: Config, kind: str) -> str:
 
 def create_maintenance(config: Config, kind: str, *args: Any) -> Any:
     cls = DecayActor if kind == "decay" else ConsolidationActor
-    opts = {
-        "name": maintenance_name(config, kind),
-        "namespace": config.namespace,
-        "get_if_exists": True,
-        "num_cpus": config.shard_num_cpus,
-        "max_restarts": -1,
-        "max_task_retries": 0,
-        "max_concurrency": 16,
-        **_lifetime(config),
-    }
+    # a maintenance run is not retried blindly: it is idempotent, the caller reruns it
+    opts = _options(config, maintenance_name(config, kind), config.shard_num_cpus, config.shard_resources,
+                    max_task_retries=0, max_concurrency=16)
     return ray.remote(cls).options(**opts).remote(config, *args)
 
 

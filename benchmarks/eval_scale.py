@@ -1,0 +1,104 @@
+"""How recall inside one shard scales with its size (plain Shard, no Ray, no model).
+
+Fills one shard (SQLite + Qdrant Edge + the recall indexes) with ``--n``
+synthetic memories in ``--users`` user scopes, with random unit vectors
+standing in for embeddings (search cost depends on counts, not values), and
+times ``Shard.search`` (hybrid, default weights) at each size in ``--at``, in
+one user's context, next to a numpy brute-force top 10 over the same number of
+vectors (what the raw-model baseline pays at that size). The bus adds the
+same Ray hops at every size, so this is the part of recall that could grow.
+
+Example::
+
+    python benchmarks/eval_scale.py --n 100000 --at 1000,10000,100000
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+_ROOT = Path(__file__).resolve().parent.parent
+if str(_ROOT) not in sys.path:
+    sys.path.insert(0, str(_ROOT))
+
+from benchmarks.common import make_queries, make_texts, percentiles_ms  # noqa: E402
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--n", type=int, default=100_000)
+    p.add_argument("--users", type=int, default=10)
+    p.add_argument("--at", default="1000,10000,100000")
+    p.add_argument("--queries", type=int, default=200)
+    args = p.parse_args(argv)
+    import numpy as np
+
+    from memorybus.clock import ManualClock
+    from memorybus.model import MemoryNode
+    from memorybus.retrieval import RecallOptions
+    from memorybus.scopes import Context
+    from memorybus.shard import Shard
+    from memorybus.storage.sqlite import SqliteStore
+    from memorybus.storage.vectors import EdgeVectorIndex
+
+    rng = np.random.default_rng(0)
+    texts = make_texts(args.n)
+    queries = make_queries(args.queries, exclude=set(texts))
+    qvecs = rng.standard_normal((len(queries), 384), dtype=np.float32)
+    qvecs /= np.linalg.norm(qvecs, axis=1, keepdims=True)
+    marks = sorted(int(x) for x in args.at.split(",") if x)
+    d = tempfile.mkdtemp(prefix="mb-scale-")
+    shard = Shard(
+        "shard-0", SqliteStore(f"{d}/r.sqlite"), EdgeVectorIndex(f"{d}/v", 384), dim=384,
+        clock=ManualClock(1_700_000_000.0), dedupe=False, detect_contradictions=False,
+    )  # fmt: skip
+    ctxs = [Context("bench", f"u{i}") for i in range(args.users)]
+    out = []
+    done = 0
+    opts = RecallOptions(touch=False)
+    for mark in marks:
+        t0 = time.perf_counter()
+        while done < min(mark, args.n):
+            end = min(mark, done + 1000)
+            vecs = rng.standard_normal((end - done, 384), dtype=np.float32)
+            vecs /= np.linalg.norm(vecs, axis=1, keepdims=True)
+            for u, ctx in enumerate(ctxs):
+                rows = [i for i in range(done, end) if i % args.users == u]
+                if rows:
+                    nodes = [MemoryNode(content=texts[i], scope=ctx.scope.widen("user")) for i in rows]
+                    shard.put_many(ctx, nodes, vecs[[i - done for i in rows]])
+            done = end
+        fill_s = time.perf_counter() - t0
+        lat = []
+        for j, q in enumerate(queries):
+            t1 = time.perf_counter()
+            shard.search(ctxs[j % args.users], qvecs[j], 10, query=q, options=opts)
+            lat.append(time.perf_counter() - t1)
+        corpus = rng.standard_normal((done, 384), dtype=np.float32)
+        brute = []
+        for j in range(len(queries)):
+            t1 = time.perf_counter()
+            scores = corpus @ qvecs[j]
+            top = np.argpartition(-scores, 9)[:10]
+            top[np.argsort(-scores[top])]
+            brute.append(time.perf_counter() - t1)
+        row = {
+            "memories": done,
+            "per_user_scope": done // args.users,
+            "shard_search_ms": percentiles_ms(lat),
+            "numpy_brute_force_top10_ms": percentiles_ms(brute),
+            "fill_s": fill_s,
+        }
+        out.append(row)
+        print(json.dumps(row), flush=True)
+    shard.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
