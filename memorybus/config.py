@@ -42,6 +42,10 @@ class RankingWeights:
     ``local_query_encoder``: the client embeds queries in its own process (loads
     the model there once) instead of asking the embedder actor: one round trip
     less per recall; memories are still embedded by the batching embedder.
+    Candidates: the top ``dense_candidates`` by cosine (exact over the shard's
+    vector cache when the visible memories number at most ``exact_dense_limit``,
+    else from the vector index) and ``keyword_candidates`` by BM25 (``bm25_k1``,
+    ``bm25_b``), plus the session neighbours of the best ``neighbor_candidates``.
     """
 
     salience: float = 0.15
@@ -109,12 +113,11 @@ class GraphPolicy:
 
     ``hops``: how far recall expands the query's entities (0 turns the graph off);
     ``fanout``: edges followed per entity per hop (a hub cannot explode the
-    expansion); ``weight``: how much a graph link lifts a memory's score.
+    expansion). How much a graph link lifts a memory is ``RankingWeights.graph``.
     """
 
     hops: int = 2
     fanout: int = 16
-    weight: float = 0.3
 
 
 @dataclass(frozen=True, slots=True)

@@ -50,7 +50,7 @@ from memorybus.maintenance import (
     recent_episodic,
 )
 from memorybus.model import DEFAULT_MAX_CONTENT_CHARS, MemoryKind, MemoryNode, MemoryStatus
-from memorybus.retrieval import DEFAULT_STATUSES, RecallHit
+from memorybus.retrieval import RecallHit
 from memorybus.retrieval.hybrid import RecallOptions
 from memorybus.retrieval.reader import RecallReader, SearchPlan
 from memorybus.scopes import Context, Level, Scope
@@ -882,7 +882,7 @@ class Shard:
 
     def _graph_links(self, context: Context, query: str, as_of: float | None) -> dict[str, float]:
         """Memories linked to the query's entities by graph edges valid at the query time."""
-        if self.graph_policy.weight <= 0 or self.graph_policy.hops <= 0:
+        if self.graph_policy.hops <= 0:
             return {}
         seeds = list(dict.fromkeys([*graph_entities(query), *self.graph.match_entities(query)]))
         if not seeds:
@@ -891,44 +891,6 @@ class Shard:
         scope_keys = [s.key for s in context.visible_scopes()]
         return self.graph.memories_for(seeds, at, scope_keys, hops=self.graph_policy.hops,
                                        fanout=self.graph_policy.fanout)
-
-    def _graph_boost(
-        self,
-        context: Context,
-        hits: list[RecallHit],
-        linked: dict[str, float],
-        k: int,
-        kinds: Sequence[MemoryKind] | None,
-        statuses: Sequence[MemoryStatus] | None,
-        as_of: float | None,
-    ) -> list[RecallHit]:
-        """Multi-hop recall: lift the memories behind graph edges that connect the query's
-        entities (within ``hops``, valid at the query time), then keep the top ``k``."""
-        allowed = set(statuses) if statuses else set(DEFAULT_STATUSES)
-        if as_of is not None:
-            allowed.add(MemoryStatus.DEPRECATED)
-        w = self.graph_policy.weight
-        matches = [h for h in hits if h.via == "match"]
-        extras = [h for h in hits if h.via != "match"]
-        by_id = {h.node.id: h for h in matches}
-        floor = min((h.score for h in matches), default=0.0)
-        for memory_id, g in linked.items():
-            if memory_id in by_id:
-                h = by_id[memory_id]
-                h.score += w * g
-                h.signals["graph"] = g
-                continue
-            node = self._nodes.get(memory_id)
-            if node is None or not node.scope.visible_to(context) or node.status not in allowed:
-                continue
-            if kinds and node.kind not in kinds:
-                continue
-            valid_then = node.valid_from <= (as_of or 0) and (node.valid_to is None or (as_of or 0) < node.valid_to)
-            if as_of is not None and not valid_then:
-                continue
-            by_id[memory_id] = RecallHit(replace(node), floor * 0.5 + w * g, 0.0, signals={"graph": g})
-        ranked = sorted(by_id.values(), key=lambda h: (-h.score, h.node.id))[:k]
-        return ranked + extras
 
     def pinned(self, context: Context) -> list[MemoryNode]:
         """The pinned (core) memories visible to ``context``: most important first."""
