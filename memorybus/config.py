@@ -8,6 +8,7 @@ Nothing here is read at import time: build a :class:`Config` (or use
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field, fields, replace
 from typing import Any, Literal
 
@@ -93,6 +94,7 @@ class BusPolicy:
     - ``partitions``: bus actors; orgs are spread over them.
     - ``subscriber_queue``: events held per live subscriber before it is switched
       to replay from the log (slow subscribers never block writers).
+    - ``judge``: the pluggable contradiction judge (see ``bus.conflicts``).
     """
 
     strategy: str = "confidence_weighted"
@@ -105,6 +107,9 @@ class BusPolicy:
     partitions: int = 1
     subscriber_queue: int = 10_000
     delivery_batch: int = 256
+    #: decides whether two similar memories contradict (e.g. an LLM call): True, False,
+    #: or None for the default rule (negation or different numbers); must pickle
+    judge: Callable[[Any, Any], bool | None] | None = None
 
 
 @dataclass(frozen=True, slots=True)

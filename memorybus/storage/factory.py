@@ -54,6 +54,7 @@ def open_shard(
         max_content_chars=config.max_content_chars,
         touch_flush_seconds=config.touch_flush_seconds,
         policy=config.bus,
+        judge=config.bus.judge,
         graph=config.graph,
         on_events=on_events,
     )

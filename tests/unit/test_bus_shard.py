@@ -281,3 +281,23 @@ def test_group_commit_resolves_in_order_and_is_all_or_nothing(shard, embedder, c
     with pytest.raises(InvalidMemory):
         shard.assert_facts(U1, bad, vecs[:2])
     assert (shard.store.count(), shard.store.slot(USER.key, KEY)) == before
+
+
+def test_configured_judge_reaches_the_shard(tmp_path, embedder):
+    from memorybus import Config
+    from memorybus.storage.factory import open_shard
+
+    cfg = Config.embedded(tmp_path, bus=BusPolicy(judge=lambda new, old: "Fridays" in new.content))
+    shard = open_shard(cfg, "shard-0")
+    # no negation, no numbers: the default rule would not call these a contradiction
+    texts = ["The team ships releases on Thursdays", "The team ships releases on Fridays"]
+    nodes = [MemoryNode(content=t, scope=U1.scope, kind=MemoryKind.SEMANTIC) for t in texts]
+    a = shard.put_many(U1, nodes[:1], embedder.encode(texts[:1]))[0]
+    b = shard.put_many(U1, nodes[1:], embedder.encode(texts[1:]))[0]
+    assert a.id in b.contradicts
+    shard.close()
+    plain = open_shard(Config.embedded(tmp_path / "plain"), "shard-0")
+    c = plain.put_many(U1, nodes[:1], embedder.encode(texts[:1]))[0]
+    d = plain.put_many(U1, nodes[1:], embedder.encode(texts[1:]))[0]
+    assert c.id not in d.contradicts
+    plain.close()
