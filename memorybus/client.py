@@ -400,7 +400,7 @@ class MemoryBus(BusClientMixin, MaintenanceClientMixin):
             raise InvalidRequest("memory_id", "must be a non-empty string")
         refs = [getattr(h, method).remote(context, memory_id, *args) for h in self._shard_handles()]
         results = yield Settled(refs)
-        return _pick(results, memory_id)
+        return runtime.pick_one(results, memory_id)
 
     def _get_op(self, memory_id: str, context: Context) -> Op[MemoryNode]:
         node = yield from self._fanout_op("get", context, memory_id)
@@ -510,18 +510,6 @@ def _enums(enum: Any, values: Sequence[Any] | None, name: str) -> list[Any]:
         return [enum(v) for v in values]
     except ValueError:
         raise InvalidRequest(name, f"unknown value in {list(values)!r}") from None
-
-
-def _pick(results: list[Any], memory_id: str) -> Any:
-    """The one success among per-shard answers; else the most telling error."""
-    errors = [r for r in results if isinstance(r, BaseException)]
-    found = [r for r in results if not isinstance(r, BaseException)]
-    if found:
-        return found[0]
-    for err in errors:
-        if not isinstance(err, MemoryNotFound):
-            raise err
-    raise MemoryNotFound(memory_id)
 
 
 def connect(config: Config | None = None, **ray_init_kwargs: Any) -> MemoryBus:

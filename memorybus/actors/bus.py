@@ -14,6 +14,7 @@ from typing import Any
 import ray
 from ray import cloudpickle
 
+from memorybus.actors.runtime import pick_one
 from memorybus.bus.hub import Hub
 from memorybus.bus.routing import partition_of
 from memorybus.config import Config
@@ -132,26 +133,12 @@ class BusActor:
         results = await asyncio.gather(
             *(s.broadcast_source.remote(context, memory_id, to) for s in shards), return_exceptions=True
         )
-        copy = _first_success(results, memory_id)
+        copy = pick_one(results, memory_id)
         target = shards[self.router.shard_for(copy.scope.key)]
         return await target.put_broadcast.remote(context, copy)
 
     async def pid(self) -> int:
         return os.getpid()
-
-
-def _first_success(results: list[Any], memory_id: str) -> Any:
-    from memorybus.actors.runtime import unwrap
-    from memorybus.errors import MemoryNotFound
-
-    errors = [unwrap(r) for r in results if isinstance(r, BaseException)]
-    found = [r for r in results if not isinstance(r, BaseException)]
-    if found:
-        return found[0]
-    for err in errors:
-        if not isinstance(err, MemoryNotFound):
-            raise err
-    raise MemoryNotFound(memory_id)
 
 
 __all__ = ["BusActor", "Level", "partition_of"]

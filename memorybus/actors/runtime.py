@@ -117,6 +117,25 @@ def ensure_ray(config: Config, **init_kwargs: Any) -> None:
     ray.init(**kwargs)
 
 
+def pick_one(results: list[Any], memory_id: str) -> Any:
+    """The one success among per-shard answers (exactly one shard holds a memory);
+    else the most telling error: anything but MemoryNotFound, then MemoryNotFound."""
+    from memorybus.errors import MemoryNotFound
+
+    found = [r for r in results if not isinstance(r, BaseException)]
+    if found:
+        return found[0]
+    for err in (unwrap(r) for r in results):
+        if not isinstance(err, MemoryNotFound):
+            raise err
+    raise MemoryNotFound(memory_id)
+
+
+def shutdown() -> None:
+    """Disconnect this process from Ray (a local instance it started stops)."""
+    ray.shutdown()
+
+
 def kill(handle: Any) -> None:
     with contextlib.suppress(Exception):
         ray.kill(handle, no_restart=True)

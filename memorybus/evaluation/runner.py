@@ -95,10 +95,10 @@ def _connect(data_dir: str, namespace: str, shards: int, ranking: RankingWeights
 
 
 def _shutdown(bus: Any) -> None:
-    import ray
+    from memorybus.actors import runtime
 
     bus.shutdown()
-    ray.shutdown()
+    runtime.shutdown()
 
 
 def _summary(per_q: list[dict[str, Any]], group_key: str, groups: dict[Any, str], overall: Sequence[Any],
