@@ -115,7 +115,7 @@ def measure_raw(model_path: str, texts: list[str], queries: list[str], warmup: l
     log("raw: loading model (threads=2)")
     t0 = time.perf_counter()
     # cache_size=0: every text really goes through the model (texts are distinct anyway).
-    emb = Embedder(model_path, threads=2, batch_size=RAW_BATCH, cache_size=0)
+    emb = Embedder(model_path, threads=2, batch_size=RAW_BATCH, cache_size=0, lean=False)
     load_s = time.perf_counter() - t0
     emb.encode(warmup[:RAW_BATCH])  # first call pays one-off allocation costs
 

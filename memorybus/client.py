@@ -13,6 +13,7 @@ shard applies its part atomically.
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import replace
@@ -487,7 +488,11 @@ class MemoryBus(BusClientMixin, MaintenanceClientMixin):
         return runtime.run_sync(runtime.iter_refs([self._embedder().encode.remote(list(texts))]))[0]
 
     def shutdown(self) -> None:
-        """Kill this bus's actors (the data stays in the store)."""
+        """Kill this bus's actors (the data stays in the store; subscription cursors
+        are flushed first)."""
+        for hub in self._hubs or []:
+            with contextlib.suppress(Exception):
+                runtime.run_sync(runtime.iter_refs([hub.flush.remote()]), 10)
         for h in (self._shards or []) + (self._embedders or []) + (self._hubs or []) + list(self._maintenance.values()):
             runtime.kill(h)
         self._maintenance = {}

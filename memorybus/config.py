@@ -94,6 +94,9 @@ class BusPolicy:
     - ``partitions``: bus actors; orgs are spread over them.
     - ``subscriber_queue``: events held per live subscriber before it is switched
       to replay from the log (slow subscribers never block writers).
+    - ``cursor_flush_seconds``: acknowledged cursors of all subscriptions are
+      written together at most this often (delivery is at least once across a
+      bus actor crash; ``Inbox`` drops repeats).
     - ``judge``: the pluggable contradiction judge (see ``bus.conflicts``).
     """
 
@@ -107,6 +110,7 @@ class BusPolicy:
     partitions: int = 1
     subscriber_queue: int = 10_000
     delivery_batch: int = 256
+    cursor_flush_seconds: float = 0.05
     #: decides whether two similar memories contradict (e.g. an LLM call): True, False,
     #: or None for the default rule (negation or different numbers); must pickle
     judge: Callable[[Any, Any], bool | None] | None = None
@@ -174,6 +178,8 @@ class Config:
             raise ConfigError("bus.strategy", f"unknown strategy {self.bus.strategy!r}")
         if self.bus.partitions < 1 or self.bus.subscriber_queue < 1 or self.bus.max_cas_retries < 1:
             raise ConfigError("bus", "partitions, subscriber_queue and max_cas_retries must be >= 1")
+        if not 0 <= self.bus.cursor_flush_seconds <= 60:
+            raise ConfigError("bus.cursor_flush_seconds", "must be between 0 and 60")
         if not 0 < self.bus.broadcast_discount <= 1:
             raise ConfigError("bus.broadcast_discount", "must be in (0, 1]")
         for name in ("shard_resources", "embedder_resources"):

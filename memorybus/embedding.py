@@ -16,6 +16,7 @@ from collections import OrderedDict, deque
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -26,6 +27,12 @@ class Embedder:
     """A sentence-transformers model on the CPU with ``threads`` torch threads.
 
     ``encode`` returns L2-normalised float32 vectors, one row per text, in order.
+    With ``lean`` (the default) a model made of a transformer, mean pooling and
+    normalisation (all-MiniLM-L6-v2 is) runs those three steps directly under
+    ``torch.inference_mode``: the same vectors as ``SentenceTransformer.encode``
+    (a test holds them within 1e-5) without its per-call bookkeeping, which is
+    about 1.5 ms of a 10 ms single-query encode on this machine. Any other model
+    goes through ``SentenceTransformer.encode``.
     """
 
     def __init__(
@@ -35,6 +42,7 @@ class Embedder:
         threads: int = 1,
         batch_size: int = 32,
         cache_size: int = 20_000,
+        lean: bool = True,
     ) -> None:
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
@@ -59,11 +67,56 @@ class Embedder:
             self.model.get_sentence_embedding_dimension
         )
         self.dim = int(getter() or 0)
+        self._torch = torch
+        self._lean = self._lean_parts() if lean else None
         self.batch_size = batch_size
         self.cache_size = cache_size
         self._cache: OrderedDict[bytes, np.ndarray] = OrderedDict()
         self.encoded = 0
         self.cache_hits = 0
+
+    def _lean_parts(self) -> tuple[Any, Any, int] | None:
+        """(tokenizer, transformer, max tokens) when the model is transformer + mean
+        pooling (+ normalisation); None otherwise."""
+        mods = list(self.model)
+        names = [type(m).__name__ for m in mods]
+        if names not in (["Transformer", "Pooling", "Normalize"], ["Transformer", "Pooling"]):
+            return None
+        pool = mods[1].get_config_dict()
+        if pool.get("pooling_mode", "mean") != "mean" and not pool.get("pooling_mode_mean_tokens"):
+            return None
+        bert = getattr(mods[0], "auto_model", None)
+        tokenizer = getattr(self.model, "tokenizer", None)
+        if bert is None or tokenizer is None or not self.model.max_seq_length:
+            return None
+        return tokenizer, bert, int(self.model.max_seq_length)
+
+    def _forward(self, batch: list[str]) -> np.ndarray:
+        if self._lean is None:
+            vecs = self.model.encode(
+                batch,
+                batch_size=self.batch_size,
+                normalize_embeddings=True,
+                convert_to_numpy=True,
+                show_progress_bar=False,
+            )
+            return np.asarray(vecs, dtype=np.float32)
+        torch = self._torch
+        tokenizer, bert, max_len = self._lean
+        texts = [t.strip() for t in batch]
+        order = np.argsort([-len(t) for t in texts], kind="stable")  # little padding per batch
+        out = np.empty((len(texts), self.dim), dtype=np.float32)
+        with torch.inference_mode():
+            for start in range(0, len(texts), self.batch_size):
+                rows = order[start : start + self.batch_size]
+                feats = tokenizer(
+                    [texts[i] for i in rows], padding=True, truncation=True, max_length=max_len, return_tensors="pt"
+                )
+                hidden = bert(**feats).last_hidden_state
+                mask = feats["attention_mask"].unsqueeze(-1).to(hidden.dtype)
+                pooled = (hidden * mask).sum(1) / mask.sum(1).clamp(min=1e-9)
+                out[rows] = torch.nn.functional.normalize(pooled, p=2, dim=1).numpy()
+        return out
 
     @staticmethod
     def _digest(text: str) -> bytes:
@@ -89,13 +142,7 @@ class Embedder:
             order = list(missing)
             batch = [texts[missing[d][0]] for d in order]
             try:
-                vecs = self.model.encode(
-                    batch,
-                    batch_size=self.batch_size,
-                    normalize_embeddings=True,
-                    convert_to_numpy=True,
-                    show_progress_bar=False,
-                ).astype(np.float32, copy=False)
+                vecs = self._forward(batch)
             except Exception as exc:
                 raise EmbeddingError(str(exc)) from None
             if vecs.shape != (len(batch), self.dim) or not np.all(np.isfinite(vecs)):

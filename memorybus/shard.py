@@ -22,7 +22,7 @@ import hashlib
 import time
 import uuid
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -49,7 +49,7 @@ from memorybus.maintenance import (
     plan_decay,
     recent_episodic,
 )
-from memorybus.model import DEFAULT_MAX_CONTENT_CHARS, MemoryKind, MemoryNode, MemoryStatus
+from memorybus.model import DEFAULT_MAX_CONTENT_CHARS, MemoryKind, MemoryNode, MemoryStatus, evolve
 from memorybus.retrieval import RecallHit
 from memorybus.retrieval.hybrid import RecallOptions
 from memorybus.retrieval.reader import RecallReader, SearchPlan
@@ -176,14 +176,14 @@ class Shard:
         if not isinstance(node, MemoryNode):
             raise InvalidMemory("node", f"must be a MemoryNode, got {type(node).__name__}")
         if vector is not None:
-            node = replace(node, embedding=vector)
+            node = evolve(node, embedding=vector)
         if node.embedding is None:
             raise InvalidMemory("embedding", "is required to store a memory")
         if node.version != 0:
             raise InvalidMemory("version", "a new memory must have version 0")
         node = node.validate(dim=self.dim, max_content_chars=self.max_content_chars)
         self._visible(node, context, "write")
-        return replace(node.stamped(now), version=1)
+        return evolve(node.stamped(now), version=1)
 
     # ------------------------------------------------------------------ writes
     def _commit(self, batch: WriteBatch, events: Sequence[Event]) -> list[Event]:
@@ -290,8 +290,8 @@ class Shard:
         for i, n in enumerate(prepared):
             existing = self._nodes.get(n.id)
             if existing is not None:
-                if existing.content_equal(replace(n, created_at=existing.created_at, valid_from=existing.valid_from)):
-                    result[i] = replace(existing)  # a retried write: already durable
+                if existing.content_equal(evolve(n, created_at=existing.created_at, valid_from=existing.valid_from)):
+                    result[i] = evolve(existing)  # a retried write: already durable
                     continue
                 raise VersionConflict(n.id, 0, existing.version)
             dup = self._duplicate_of(n) if self.dedupe else None
@@ -315,13 +315,13 @@ class Shard:
             others = self._contradicted(n) if self.detect_contradictions else []
             if not others:
                 continue
-            fresh[i] = replace(n, contradicts=tuple(dict.fromkeys((*n.contradicts, *others))))
+            fresh[i] = evolve(n, contradicts=tuple(dict.fromkeys((*n.contradicts, *others))))
             for other_id in others:
                 base = updates[other_id][0] if other_id in updates else self.store.get(other_id)
                 if base is None:
                     continue
                 expected = updates[other_id][1] if other_id in updates else base.version
-                linked = replace(base, contradicts=(*base.contradicts, n.id), version=expected + 1)
+                linked = evolve(base, contradicts=(*base.contradicts, n.id), version=expected + 1)
                 updates[other_id] = (linked, expected)
         events = [self._event(event, n, context, now) for n in fresh]
         events += [
@@ -343,7 +343,7 @@ class Shard:
             r = result[i]
             node = stored.get(n.id) if r is None else self._nodes.get(r.id, r)
             assert node is not None
-            out.append(replace(node.without_embedding()))
+            out.append(evolve(node.without_embedding()))
         return out
 
     def _remember_local(self, node: MemoryNode) -> None:
@@ -396,9 +396,9 @@ class Shard:
         base = self.store.get(memory_id)
         if base is None:
             raise MemoryNotFound(memory_id)
-        new = replace(base, **changes, version=expected_version + 1)
+        new = evolve(base, **changes, version=expected_version + 1)
         if vector is not None:
-            new = replace(new, embedding=vector)
+            new = evolve(new, embedding=vector)
         new = new.validate(dim=self.dim, max_content_chars=self.max_content_chars)
         if base.version != expected_version:
             if base.version == expected_version + 1 and base.content_equal(new):
@@ -414,7 +414,7 @@ class Shard:
         )
         self.index.upsert([new])
         self._remember_local(new)
-        return replace(self._nodes[memory_id])
+        return evolve(self._nodes[memory_id])
 
     def delete(self, context: Context, memory_id: str, expected_version: int | None = None) -> bool:
         """Forget a memory (hard delete from store and index). False if already gone."""
@@ -477,7 +477,7 @@ class Shard:
                 raise InvalidMemory("key", "a fact needs a key")
             new = self._prepare_new(node, None if vectors is None else vectors[i], context, now)
             if self._is_authority(context):
-                new = replace(new, tags=tuple(dict.fromkeys((*new.tags, AUTHORITY_TAG))))
+                new = evolve(new, tags=tuple(dict.fromkeys((*new.tags, AUTHORITY_TAG))))
             prepared.append(new)
         if len({n.id for n in prepared}) != len(prepared):
             raise InvalidRequest("nodes", "duplicate ids in one batch")
@@ -525,7 +525,7 @@ class Shard:
                 and _content_hash(current) == _content_hash(new)
             ):
                 bump = 0 if current.id in puts or current.id in updates else 1
-                reinforced = replace(
+                reinforced = evolve(
                     current,
                     confidence=max(current.confidence, new.confidence),
                     source_ids=(*current.source_ids[-49:], new.id),
@@ -538,7 +538,7 @@ class Shard:
                 results.append(FactResult(reinforced, True, None, "reinforced", fact_seq, new.id))
                 continue
             decision = resolve(current, new, strategy, half_life_days=self.policy.fact_half_life_days)
-            fact = replace(new, fact_seq=fact_seq)
+            fact = evolve(new, fact_seq=fact_seq)
             bump = 0 if current is not None and (current.id in puts or current.id in updates) else 1
             if current is None:
                 outcome = "created"
@@ -546,8 +546,8 @@ class Shard:
                                           fact_seq=fact_seq, write=fact.id))
             elif decision.new_wins:
                 outcome = "superseded"
-                fact = replace(fact, contradicts=(*fact.contradicts, current.id))
-                loser = replace(current, status=MemoryStatus.DEPRECATED,
+                fact = evolve(fact, contradicts=(*fact.contradicts, current.id))
+                loser = evolve(current, status=MemoryStatus.DEPRECATED,
                                 valid_to=max(fact.valid_from, current.valid_from),
                                 contradicts=(*current.contradicts, fact.id), version=current.version + bump)
                 stage(loser)
@@ -557,9 +557,9 @@ class Shard:
                                           reason=decision.reason))
             else:
                 outcome = "rejected"
-                fact = replace(fact, status=MemoryStatus.DEPRECATED, valid_to=fact.valid_from,
+                fact = evolve(fact, status=MemoryStatus.DEPRECATED, valid_to=fact.valid_from,
                                contradicts=(*fact.contradicts, current.id))
-                linked = replace(current, contradicts=(*current.contradicts, fact.id), version=current.version + bump)
+                linked = evolve(current, contradicts=(*current.contradicts, fact.id), version=current.version + bump)
                 stage(linked)
                 state[2] = linked
                 events.append(self._event(EventKind.DEPRECATED, fact, context, now, outcome=outcome, fact_seq=fact_seq,
@@ -577,7 +577,7 @@ class Shard:
             self._remember_local(n)
         final = {n.id: n for n in changed}
         return [
-            replace(r, node=final.get(r.node.id, r.node).without_embedding()) for r in results
+            evolve(r, node=final.get(r.node.id, r.node).without_embedding()) for r in results
         ]
 
     def _is_authority(self, context: Context) -> bool:
@@ -592,7 +592,7 @@ class Shard:
             raise ScopeViolation("read", str(scope), str(context))
         head_id, _ = self.store.slot(scope.key, key)
         node = self._nodes.get(head_id) if head_id else None
-        return replace(node) if node else None
+        return evolve(node) if node else None
 
     def history(self, context: Context, key: str, scope: Scope) -> list[Event]:
         """Every assertion of a keyed fact, in commit order, with its outcome."""
@@ -670,8 +670,8 @@ class Shard:
         context = self._check_context(context)
         existing = self._nodes.get(copy.id)
         if existing is not None:
-            return replace(existing)
-        prepared = self._prepare_new(replace(copy, version=0), None, context, self.clock.now())
+            return evolve(existing)
+        prepared = self._prepare_new(evolve(copy, version=0), None, context, self.clock.now())
         now = self.clock.now()
         self._commit(
             WriteBatch(puts=[prepared]),
@@ -697,7 +697,7 @@ class Shard:
         for start in range(0, len(plan.archive), chunk):
             ids = plan.archive[start : start + chunk]
             stored = [n for n in self.store.get_many(ids) if n is not None]
-            changed = [replace(n, status=MemoryStatus.ARCHIVED, version=n.version + 1) for n in stored]
+            changed = [evolve(n, status=MemoryStatus.ARCHIVED, version=n.version + 1) for n in stored]
             events = [self._system_event(EventKind.ARCHIVED, n, "decay", now) for n in changed]
             self._commit(WriteBatch(updates=[(n, n.version - 1) for n in changed]), events)
             self.index.set_status([n.id for n in changed], MemoryStatus.ARCHIVED)
@@ -748,24 +748,24 @@ class Shard:
         cluster = Cluster(stored[0].scope.key if stored else "", sorted(stored, key=lambda n: n.id), np.zeros(1))
         existing = self._nodes.get(cluster.semantic_id())
         if existing is not None:
-            return replace(existing)
+            return evolve(existing)
         if len(members) < policy.min_cluster or len(members) != len(stored):
             return None
         sem = consolidated_node(cluster, text, now)
-        sem = replace(sem, embedding=np.asarray(vector, dtype=np.float32).reshape(-1), version=1)
+        sem = evolve(sem, embedding=np.asarray(vector, dtype=np.float32).reshape(-1), version=1)
         sem = sem.validate(dim=self.dim, max_content_chars=self.max_content_chars)
         others = self._contradicted(sem) if self.detect_contradictions else []
         updates: dict[str, tuple[MemoryNode, int]] = {}
         if others:
-            sem = replace(sem, contradicts=tuple(others))
+            sem = evolve(sem, contradicts=tuple(others))
             for other_id in others:
                 base = self.store.get(other_id)
                 if base is not None:
-                    updates[other_id] = (replace(base, contradicts=(*base.contradicts, sem.id),
+                    updates[other_id] = (evolve(base, contradicts=(*base.contradicts, sem.id),
                                                  version=base.version + 1), base.version)
         for m in members:
             updates[m.id] = (
-                replace(
+                evolve(
                     m,
                     status=MemoryStatus.CONSOLIDATED,
                     decay_rate=min(100.0, m.decay_rate * policy.source_decay_factor),
@@ -824,7 +824,7 @@ class Shard:
             if stored is None:
                 raise MemoryNotFound(memory_id)
             return stored
-        return replace(node)
+        return evolve(node)
 
     def search(
         self,

@@ -45,6 +45,7 @@ class BusActor:
             batch_size=config.bus.delivery_batch,
             encode_target=cloudpickle.dumps,
             decode_target=cloudpickle.loads,
+            cursor_flush_seconds=config.bus.cursor_flush_seconds,
         )
         self._restored = False
 
@@ -125,6 +126,10 @@ class BusActor:
 
     async def stats(self) -> dict[str, Any]:
         return self.hub.stats()
+
+    async def flush(self) -> int:
+        """Write the moved subscription cursors now (before a planned stop)."""
+        return self.hub.flush()
 
     async def broadcast(self, context: Context, memory_id: str, to: str) -> Any:
         """Widen a memory: the owning shard checks and builds the copy, the shard of the

@@ -57,7 +57,7 @@ class RawModel:
     def __init__(self, model_path: str, threads: int = 2) -> None:
         from memorybus.embedding import Embedder
 
-        self.embedder = Embedder(model_path, threads=threads, batch_size=RAW_BATCH, cache_size=0)
+        self.embedder = Embedder(model_path, threads=threads, batch_size=RAW_BATCH, cache_size=0, lean=False)
         self.embedder.encode(["warm up the model"] * 4)
 
     def encode_all(self, texts: Sequence[str], desc: str, show: bool) -> tuple[np.ndarray, float]:

@@ -23,6 +23,10 @@ class KeyValue(Protocol):
         """Durable when it returns."""
         ...
 
+    def put_many(self, items: dict[str, bytes]) -> None:
+        """All of ``items`` in one durable write (all or none)."""
+        ...
+
     def delete(self, key: str) -> None: ...
 
     def scan(self, prefix: str) -> list[tuple[str, bytes]]: ...
@@ -56,6 +60,24 @@ class SqliteKV:
 
     def put(self, key: str, value: bytes) -> None:
         self._run("INSERT INTO kv(k, v) VALUES (?, ?) ON CONFLICT(k) DO UPDATE SET v=excluded.v", (key, value))
+
+    def put_many(self, items: dict[str, bytes]) -> None:
+        if not items:
+            return
+        with self._lock:
+            try:
+                self._db.execute("BEGIN")
+                try:
+                    self._db.executemany(
+                        "INSERT INTO kv(k, v) VALUES (?, ?) ON CONFLICT(k) DO UPDATE SET v=excluded.v",
+                        list(items.items()),
+                    )
+                except BaseException:
+                    self._db.execute("ROLLBACK")
+                    raise
+                self._db.execute("COMMIT")
+            except sqlite3.Error as exc:
+                raise StoreUnavailable("sqlite", str(exc)) from None
 
     def delete(self, key: str) -> None:
         self._run("DELETE FROM kv WHERE k=?", (key,))
@@ -93,6 +115,10 @@ class RedisKV:
 
     def put(self, key: str, value: bytes) -> None:
         self._do(self._r.hset, self.prefix, key, value)
+
+    def put_many(self, items: dict[str, bytes]) -> None:
+        if items:
+            self._do(self._r.hset, self.prefix, None, None, dict(items))  # one HSET: atomic
 
     def delete(self, key: str) -> None:
         self._do(self._r.hdel, self.prefix, key)

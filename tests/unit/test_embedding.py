@@ -53,3 +53,22 @@ def test_batching_merges_concurrent_requests_and_keeps_order(embedder):
         assert np.allclose(r, embedder.encode(q), atol=1e-5)
     # 46 texts in batches of at most 16 -> at least 3 batches, but far fewer than 7 calls
     assert 3 <= batching.batches <= 5
+
+
+def test_lean_path_gives_the_sentence_transformers_vectors(embedder):
+    """The lean forward pass (transformer + mean pooling + normalisation run directly)
+    must return what ``SentenceTransformer.encode`` returns, for every kind of text."""
+    assert embedder._lean is not None  # all-MiniLM-L6-v2 qualifies
+    texts = [
+        "  padded with spaces  ",
+        "",
+        "x",
+        "Caroline: I went to the support group yesterday! " * 40,  # past the 256-token limit
+        "Ünïcödé naïve café 🎉",
+        "tabs\tand\nnewlines",
+        *(f"memory number {i} " * (i % 13 + 1) for i in range(70)),  # several length-sorted batches
+    ]
+    reference = embedder.model.encode(texts, batch_size=32, normalize_embeddings=True, convert_to_numpy=True)
+    lean = embedder._forward(list(texts))
+    assert lean.shape == reference.shape
+    assert np.abs(lean - reference).max() < 1e-5
