@@ -78,7 +78,7 @@ class Embedder:
     def _lean_parts(self) -> tuple[Any, Any, int] | None:
         """(tokenizer, transformer, max tokens) when the model is transformer + mean
         pooling (+ normalisation); None otherwise."""
-        mods = list(self.model)
+        mods: list[Any] = list(self.model)
         names = [type(m).__name__ for m in mods]
         if names not in (["Transformer", "Pooling", "Normalize"], ["Transformer", "Pooling"]):
             return None
