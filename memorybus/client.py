@@ -279,9 +279,8 @@ class MemoryBus(BusClientMixin, MaintenanceClientMixin):
         else:
             # the vector ref goes in a list: each shard plans its search while the query is embedded
             vector = [self._embedder().encode.remote([query])]
-        refs = [
-            handles[i].recall.remote(context, vector, k, kind_list or None, status_list, query, opts) for i in owners
-        ]
+        request = (context, k, kind_list or None, status_list, query, opts)
+        refs = [handles[i].recall.remote(request, vector) for i in owners]
         groups = yield refs
         return merge_hits(groups, k, self.config.ranking)
 

@@ -190,6 +190,7 @@ class Shard:
         """Commit ``batch`` with ``events`` appended to their scopes' logs, atomically;
         then hand the sequenced events to ``on_events`` (live fan-out)."""
         batch.events = [(e.scope_key, e.encode()) for e in events]
+        batch.event_keys = [e.node.key if "fact_seq" in e.data else None for e in events]
         seqs = self.store.commit(batch)
         for event, seq in zip(events, seqs, strict=True):
             event.seq = seq
@@ -599,17 +600,8 @@ class Shard:
         context = self._check_context(context)
         if not scope.visible_to(context):
             raise ScopeViolation("read", str(scope), str(context))
-        out: list[Event] = []
-        after = 0
-        while True:
-            chunk = self.store.read_events(scope.key, after, 5000)
-            if not chunk:
-                return out
-            for seq, blob in chunk:
-                ev = Event.decode(blob, seq)
-                if ev.node.key == key and "fact_seq" in ev.data:
-                    out.append(ev)
-            after = chunk[-1][0]
+        # the store indexes a fact's events by key: no scan of the scope's log
+        return [Event.decode(blob, seq) for seq, blob in self.store.fact_events(scope.key, key)]
 
     # ---------------------------------------------------------------- broadcast
     def broadcast_source(self, context: Context, memory_id: str, to: Level | str) -> MemoryNode:

@@ -43,6 +43,9 @@ class WriteBatch:
     - ``events``: ``(scope_key, blob)`` appended to the scope's event log; the
       store assigns each a sequence number, increasing by one per scope, in
       commit order.
+    - ``event_keys``: for each event (same order; empty for none), the keyed fact
+      it records, or None: the store indexes those events by key, so a fact's
+      history is read without scanning its scope's log.
     """
 
     puts: list[MemoryNode] = field(default_factory=list)
@@ -50,6 +53,7 @@ class WriteBatch:
     deletes: list[tuple[str, int | None]] = field(default_factory=list)
     slots: list[SlotWrite] = field(default_factory=list)
     events: list[tuple[str, bytes]] = field(default_factory=list)
+    event_keys: list[str | None] = field(default_factory=list)
 
     def __bool__(self) -> bool:
         return bool(self.puts or self.updates or self.deletes or self.slots or self.events)
@@ -87,6 +91,10 @@ class Store(Protocol):
 
     def last_seq(self, scope_key: str) -> int:
         """The sequence number of the scope's latest event (0 if none)."""
+        ...
+
+    def fact_events(self, scope_key: str, key: str) -> list[tuple[int, bytes]]:
+        """The events committed with ``event_keys`` ``key`` in the scope, in order."""
         ...
 
     def get_many(self, ids: Sequence[str]) -> list[MemoryNode | None]: ...

@@ -51,13 +51,16 @@ class RedisKeys:
     def stream(self, scope_key: str) -> str:
         return f"{self.prefix}:x:{scope_key}"
 
+    def fact_events(self, scope_key: str, key: str) -> str:
+        return f"{self.prefix}:f:{scope_key}\x1f{key}"
+
 
 # ARGV[1]: msgpack array of ops; ARGV[2]: key prefix.
 # put:  {"put", id, blob, version, ac, la, scope_key, fact_key_or_""}
 # cas:  {"cas", id, blob, expected}
 # del:  {"del", id, "", expected_or_-1}
 # slot: {"slot", scope_key, key, expected_seq, head_id, count}
-# evt:  {"evt", scope_key, blob}
+# evt:  {"evt", scope_key, blob, fact_key_or_""}
 _COMMIT = """
 local ops = cmsgpack.unpack(ARGV[1])
 local p = ARGV[2]
@@ -108,6 +111,7 @@ for _, op in ipairs(ops) do
   if op[1] == 'evt' then
     local seq = redis.call('INCR', p .. ':q:' .. op[2])
     redis.call('XADD', p .. ':x:' .. op[2], seq .. '-1', 'e', op[3])
+    if op[4] ~= '' then redis.call('RPUSH', p .. ':f:' .. op[2] .. '\\31' .. op[4], seq) end
     table.insert(out, seq)
   end
 end
@@ -195,8 +199,9 @@ class RedisStore:
             ops.append(["cas", n.id, encode_node(n), expected])
         for memory_id, expected_del in batch.deletes:
             ops.append(["del", memory_id, b"", -1 if expected_del is None else expected_del])
-        for scope_key, blob in batch.events:
-            ops.append(["evt", scope_key, blob])
+        keys = batch.event_keys or [None] * len(batch.events)
+        for (scope_key, blob), key in zip(batch.events, keys, strict=True):
+            ops.append(["evt", scope_key, blob, key or ""])
         payload = msgpack.packb(ops, use_bin_type=False)
         reply = self._call(self._commit, keys=[self.keys.all()], args=[payload, self.keys.prefix])
         status = reply[0].decode() if isinstance(reply[0], bytes) else reply[0]
@@ -243,6 +248,20 @@ class RedisStore:
 
     def last_seq(self, scope_key: str) -> int:
         return int(self._call(self._r.get, self.keys.seq(scope_key)) or 0)
+
+    def fact_events(self, scope_key: str, key: str) -> list[tuple[int, bytes]]:
+        seqs = [int(x) for x in self._call(self._r.lrange, self.keys.fact_events(scope_key, key), 0, -1)]
+        if not seqs:
+            return []
+        pipe = self._r.pipeline(transaction=False)
+        stream = self.keys.stream(scope_key)
+        for seq in seqs:
+            pipe.xrange(stream, min=f"{seq}-1", max=f"{seq}-1", count=1)
+        out = []
+        for seq, entries in zip(seqs, self._call(pipe.execute), strict=True):
+            if entries:
+                out.append((seq, entries[0][1][b"e"]))
+        return out
 
     def list_by_scope(self, scope_key: str) -> list[MemoryNode]:
         return [n for n in self.get_many(self._members(self.keys.scope(scope_key))) if n]

@@ -41,6 +41,10 @@ CREATE TABLE IF NOT EXISTS events (
     scope_key TEXT NOT NULL, seq INTEGER NOT NULL, blob BLOB NOT NULL,
     PRIMARY KEY (scope_key, seq)
 ) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS fact_events (
+    scope_key TEXT NOT NULL, mkey TEXT NOT NULL, seq INTEGER NOT NULL,
+    PRIMARY KEY (scope_key, mkey, seq)
+) WITHOUT ROWID;
 """
 _COLS = "blob, version, access_count, last_accessed"
 
@@ -142,13 +146,16 @@ class SqliteStore:
             if cur.rowcount != 1:
                 self._raise_for(db, memory_id, expected_del)
         seqs: list[int] = []
-        for scope_key, blob in batch.events:
+        keys = batch.event_keys or [None] * len(batch.events)
+        for (scope_key, blob), key in zip(batch.events, keys, strict=True):
             row = db.execute(
                 "INSERT INTO seqs(scope_key, seq) VALUES (?, 1) "
                 "ON CONFLICT(scope_key) DO UPDATE SET seq=seq+1 RETURNING seq",
                 (scope_key,),
             ).fetchone()
             db.execute("INSERT INTO events(scope_key, seq, blob) VALUES (?,?,?)", (scope_key, row[0], blob))
+            if key is not None:
+                db.execute("INSERT INTO fact_events(scope_key, mkey, seq) VALUES (?,?,?)", (scope_key, key, row[0]))
             seqs.append(int(row[0]))
         return seqs
 
@@ -214,6 +221,14 @@ class SqliteStore:
         rows = self._query("SELECT seq FROM seqs WHERE scope_key=?", (scope_key,))
         return int(rows[0][0]) if rows else 0
 
+    def fact_events(self, scope_key: str, key: str) -> list[tuple[int, bytes]]:
+        rows = self._query(
+            "SELECT e.seq, e.blob FROM fact_events f JOIN events e ON e.scope_key=f.scope_key AND e.seq=f.seq "
+            "WHERE f.scope_key=? AND f.mkey=? ORDER BY f.seq",
+            (scope_key, key),
+        )
+        return [(int(r[0]), bytes(r[1])) for r in rows]
+
     def list_by_scope(self, scope_key: str) -> list[MemoryNode]:
         rows = self._query(f"SELECT {_COLS} FROM nodes WHERE scope_key=?", (scope_key,))
         return [_row_to_node(r) for r in rows]
@@ -241,7 +256,7 @@ class SqliteStore:
     def clear(self) -> None:
         with self._lock:
             try:
-                for table in ("nodes", "slots", "seqs", "events"):
+                for table in ("nodes", "slots", "seqs", "events", "fact_events"):
                     self._db.execute(f"DELETE FROM {table}")
             except sqlite3.Error as exc:
                 raise StoreUnavailable("sqlite", str(exc)) from None

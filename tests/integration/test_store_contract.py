@@ -223,3 +223,18 @@ def test_event_log_sequences_per_scope_atomically(store):
         store.commit(WriteBatch(updates=[(mk("ghost", version=2), 1)], events=[(S1.key, b"lost")]))
     assert store.last_seq(S1.key) == 3
     assert [s for s, _ in store.read_events(S1.key)] == [1, 2, 3]
+
+
+def test_fact_events_are_indexed_by_key(store):
+    """A keyed fact's events are read by key, in order, without the scope's other events;
+    a failed batch indexes nothing."""
+    store.commit(WriteBatch(events=[(S1.key, b"other"), (S1.key, b"lang-1"), (S1.key, b"city-1")],
+                            event_keys=[None, "lang", "city"]))
+    store.commit(WriteBatch(events=[(S1.key, b"lang-2"), (S2.key, b"lang-elsewhere")], event_keys=["lang", "lang"]))
+    with pytest.raises(MemoryNotFound):
+        store.commit(WriteBatch(updates=[(mk("ghost", version=2), 1)], events=[(S1.key, b"lang-lost")],
+                                event_keys=["lang"]))
+    assert store.fact_events(S1.key, "lang") == [(2, b"lang-1"), (4, b"lang-2")]
+    assert store.fact_events(S1.key, "city") == [(3, b"city-1")]
+    assert store.fact_events(S2.key, "lang") == [(1, b"lang-elsewhere")]
+    assert store.fact_events(S1.key, "nope") == []
