@@ -1,0 +1,230 @@
+"""The :class:`Shard` itself: construction and rebuild from the store, the checks
+every call makes, reads and recall, and access statistics. Writes, keyed facts and
+maintenance are its mixins (:mod:`.writes`, :mod:`.facts`, :mod:`.maintenance`)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+
+import numpy as np
+
+from memorybus.bus.conflicts import Judge
+from memorybus.clock import Clock, SystemClock
+from memorybus.config import BusPolicy, GraphPolicy, RankingWeights
+from memorybus.errors import InvalidMemory, InvalidRequest, MemoryNotFound, ScopeViolation
+from memorybus.events import Event
+from memorybus.graph import TemporalGraph
+from memorybus.graph import entities as graph_entities
+from memorybus.model import DEFAULT_MAX_CONTENT_CHARS, MemoryKind, MemoryNode, MemoryStatus, evolve
+from memorybus.retrieval import RecallHit
+from memorybus.retrieval.hybrid import RecallOptions
+from memorybus.retrieval.reader import RecallReader, SearchPlan
+from memorybus.scopes import Context
+from memorybus.shard.facts import FactsMixin
+from memorybus.shard.maintenance import MaintenanceMixin
+from memorybus.shard.writes import WritesMixin
+from memorybus.storage.base import Store
+from memorybus.storage.vectors import VectorIndex
+
+
+class Shard(WritesMixin, FactsMixin, MaintenanceMixin):
+    def __init__(
+        self,
+        name: str,
+        store: Store,
+        index: VectorIndex,
+        *,
+        dim: int,
+        clock: Clock | None = None,
+        ranking: RankingWeights | None = None,
+        max_content_chars: int = DEFAULT_MAX_CONTENT_CHARS,
+        touch_flush_seconds: float = 1.0,
+        policy: BusPolicy | None = None,
+        on_events: Callable[[list[Event]], None] | None = None,
+        judge: Judge | None = None,
+        dedupe: bool = True,
+        detect_contradictions: bool = True,
+        graph: GraphPolicy | None = None,
+    ) -> None:
+        self.name = name
+        self.store = store
+        self.index = index
+        self.dim = dim
+        self.clock = clock or SystemClock()
+        self.ranking = ranking or RankingWeights()
+        self.max_content_chars = max_content_chars
+        self.touch_flush_seconds = touch_flush_seconds
+        self.policy = policy or BusPolicy()
+        self.on_events = on_events
+        self.judge = judge
+        self.dedupe = dedupe
+        self.detect_contradictions = detect_contradictions
+        self._nodes: dict[str, MemoryNode] = {}
+        self._hashes: dict[tuple[str, str], set[str]] = {}
+        self._importance_since: dict[str, float] = {}
+        self.graph_policy = graph or GraphPolicy()
+        self.graph = TemporalGraph()
+        self._touches: dict[str, tuple[int, float]] = {}
+        self._last_flush = time.monotonic()
+        self._recall = RecallReader(self)  # derived read-side indexes (keyword, sessions)
+        self.rebuild()
+
+    # ----------------------------------------------------------------- startup
+    def rebuild(self) -> int:
+        """Rebuild cache and vector index from the store; returns the record count."""
+        self.index.reset()
+        self._nodes.clear()
+        self._hashes.clear()
+        self._recall.reset()
+        batch: list[MemoryNode] = []
+        for node in self.store.iter_all():
+            if node.embedding is not None:
+                batch.append(node)
+            self._remember_local(node)
+            if len(batch) >= 1000:
+                self.index.upsert(batch)
+                batch = []
+        self.index.upsert(batch)
+        return len(self._nodes)
+
+    # ------------------------------------------------------------------ checks
+    @staticmethod
+    def _check_context(context: object) -> Context:
+        if not isinstance(context, Context):
+            raise InvalidRequest("context", f"must be a Context, got {type(context).__name__}")
+        return context
+
+    def _visible(self, node: MemoryNode, context: Context, action: str) -> None:
+        if not node.scope.visible_to(context):
+            raise ScopeViolation(action, str(node.scope), str(context))
+
+    def _prepare_new(
+        self, node: MemoryNode, vector: np.ndarray | None, context: Context, now: float
+    ) -> MemoryNode:
+        if not isinstance(node, MemoryNode):
+            raise InvalidMemory("node", f"must be a MemoryNode, got {type(node).__name__}")
+        if vector is not None:
+            node = evolve(node, embedding=vector)
+        if node.embedding is None:
+            raise InvalidMemory("embedding", "is required to store a memory")
+        if node.version != 0:
+            raise InvalidMemory("version", "a new memory must have version 0")
+        node = node.validate(dim=self.dim, max_content_chars=self.max_content_chars)
+        self._visible(node, context, "write")
+        return evolve(node.stamped(now), version=1)
+
+    # ------------------------------------------------------------------- reads
+    def get(self, context: Context, memory_id: str, *, with_embedding: bool = False) -> MemoryNode:
+        context = self._check_context(context)
+        node = self._nodes.get(memory_id)
+        if node is None:
+            raise MemoryNotFound(memory_id)
+        self._visible(node, context, "read")
+        if with_embedding:
+            stored = self.store.get(memory_id)
+            if stored is None:
+                raise MemoryNotFound(memory_id)
+            return stored
+        return evolve(node)
+
+    def search(
+        self,
+        context: Context,
+        vector: np.ndarray,
+        k: int = 10,
+        *,
+        kinds: Sequence[MemoryKind] | None = None,
+        statuses: Sequence[MemoryStatus] | None = None,
+        touch: bool = True,
+        as_of: float | None = None,
+        query: str | None = None,
+        options: RecallOptions | None = None,
+    ) -> list[RecallHit]:
+        """Top ``k`` memories visible to ``context`` for the query ``vector`` (and its
+        ``query`` text: hybrid, structure-aware recall, see
+        :mod:`memorybus.retrieval.hybrid`), followed by the expansions ``options`` asks for.
+
+        Visibility is enforced here twice: the indexes are filtered to the
+        context's visible scope keys, and every candidate is checked again.
+        ``as_of``: the state at that time — memories valid then (``valid_from <= t <
+        valid_to``), including facts deprecated since, excluding later ones.
+        """
+        plan = self.plan_search(
+            context, k, kinds=kinds, statuses=statuses, touch=touch, as_of=as_of, query=query, options=options
+        )
+        return self.run_search(plan, vector)
+
+    def plan_search(
+        self,
+        context: Context,
+        k: int = 10,
+        *,
+        kinds: Sequence[MemoryKind] | None = None,
+        statuses: Sequence[MemoryStatus] | None = None,
+        touch: bool = True,
+        as_of: float | None = None,
+        query: str | None = None,
+        options: RecallOptions | None = None,
+    ) -> tuple[SearchPlan, dict[str, float]]:
+        """The part of :meth:`search` that needs no query vector (checks, keyword
+        candidates, graph links): the actor runs it while the query is embedded."""
+        plan = self._recall.plan(
+            context, k, kinds=kinds, statuses=statuses, touch=touch, as_of=as_of, query=query, options=options
+        )
+        # memories the temporal graph links to the query's entities: one more fused signal
+        use_graph = self.ranking.graph > 0 and self._recall.has_facts(plan.context)
+        linked = self._graph_links(plan.context, query, plan.options.as_of) if query and use_graph else {}
+        return plan, linked
+
+    def run_search(self, planned: tuple[SearchPlan, dict[str, float]], vector: np.ndarray) -> list[RecallHit]:
+        """Finish a search planned by :meth:`plan_search` with the query vector."""
+        plan, linked = planned
+        return self._recall.execute(plan, vector, linked)
+
+    def _graph_links(self, context: Context, query: str, as_of: float | None) -> dict[str, float]:
+        """Memories linked to the query's entities by graph edges valid at the query time."""
+        if self.graph_policy.hops <= 0:
+            return {}
+        seeds = list(dict.fromkeys([*graph_entities(query), *self.graph.match_entities(query)]))
+        if not seeds:
+            return {}
+        at = self.clock.now() if as_of is None else as_of
+        scope_keys = [s.key for s in context.visible_scopes()]
+        return self.graph.memories_for(seeds, at, scope_keys, hops=self.graph_policy.hops,
+                                       fanout=self.graph_policy.fanout)
+
+    def pinned(self, context: Context) -> list[MemoryNode]:
+        """The pinned (core) memories visible to ``context``: most important first."""
+        return self._recall.pinned(context)
+
+    def list_scope(self, context: Context, scope_key: str) -> list[MemoryNode]:
+        context = self._check_context(context)
+        return [n for n in self._nodes.values() if n.scope.key == scope_key and n.scope.visible_to(context)]
+
+    def count(self) -> int:
+        return len(self._nodes)
+
+    # ------------------------------------------------------------------ access
+    def _touch(self, ids: Sequence[str], now: float) -> None:
+        for memory_id in ids:
+            node = self._nodes[memory_id]
+            node.access_count += 1
+            node.last_accessed = max(node.last_accessed, now)
+            count, _ = self._touches.get(memory_id, (0, now))
+            self._touches[memory_id] = (count + 1, now)
+        if time.monotonic() - self._last_flush >= self.touch_flush_seconds:
+            self.flush()
+
+    def flush(self) -> int:
+        """Write pending access statistics to the store; returns how many nodes."""
+        pending, self._touches = self._touches, {}
+        self._last_flush = time.monotonic()
+        if pending:
+            self.store.touch(pending)
+        return len(pending)
+
+    def close(self) -> None:
+        self.flush()
+        self.index.close()
+        self.store.close()

@@ -1,0 +1,201 @@
+"""Keyed facts on the shard: assertions resolved against the current value and
+committed with compare-and-set on the fact's slot, the current value, the history."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from memorybus.bus.conflicts import AUTHORITY_TAG, Strategy, resolve
+from memorybus.errors import InvalidMemory, InvalidRequest, ScopeViolation, VersionConflict
+from memorybus.events import Event, EventKind
+from memorybus.model import MemoryNode, MemoryStatus, evolve
+from memorybus.scopes import Context, Scope
+from memorybus.shard.state import _content_hash, _ShardState
+from memorybus.storage.base import SlotWrite, WriteBatch
+
+
+@dataclass(slots=True)
+class FactResult:
+    """What :meth:`Shard.assert_fact` did: the node written (or reinforced), whether
+    it is now the current value, the previous current id, and the outcome
+    (``created``, ``superseded``, ``rejected``, ``reinforced``)."""
+
+    node: MemoryNode
+    current: bool
+    previous: str | None
+    outcome: str
+    fact_seq: int
+    write_id: str = ""
+
+
+class FactsMixin(_ShardState):
+    # ------------------------------------------------------------- keyed facts
+    def assert_fact(
+        self,
+        context: Context,
+        node: MemoryNode,
+        vector: np.ndarray | None = None,
+        strategy: Strategy | str | None = None,
+    ) -> FactResult:
+        """Write a new value of the keyed fact ``(node.scope, node.key)``.
+
+        Reads the fact's current head, resolves ``node`` against it with
+        ``strategy``, and commits with compare-and-set on the fact's slot — all
+        inside a bounded retry loop, so concurrent writers (another shard
+        instance, another process on the same store) never lose an update: a
+        miss re-reads and re-resolves. Every assertion is one entry in the
+        fact's history. The loser is kept: status ``deprecated``, ``valid_to``
+        closed at the winner's ``valid_from``, ``contradicts`` linked both ways.
+        An assertion of the current value reinforces it instead of storing a copy.
+        """
+        vectors = None if vector is None else np.asarray(vector, dtype=np.float32)[None, :]
+        return self.assert_facts(context, [node], vectors, strategy)[0]
+
+    def assert_facts(
+        self,
+        context: Context,
+        nodes: Sequence[MemoryNode],
+        vectors: np.ndarray | None = None,
+        strategy: Strategy | str | None = None,
+    ) -> list[FactResult]:
+        """:meth:`assert_fact` for many assertions, resolved in order and committed in
+        one transaction (group commit): all are applied or none."""
+        context = self._check_context(context)
+        chosen = Strategy.parse(strategy or self.policy.strategy)
+        now = self.clock.now()
+        if vectors is not None and len(vectors) != len(nodes):
+            raise InvalidRequest("vectors", "do not match the nodes")
+        prepared: list[MemoryNode] = []
+        for i, node in enumerate(nodes):
+            if not isinstance(node, MemoryNode) or not node.key:
+                raise InvalidMemory("key", "a fact needs a key")
+            new = self._prepare_new(node, None if vectors is None else vectors[i], context, now)
+            if self._is_authority(context):
+                new = evolve(new, tags=tuple(dict.fromkeys((*new.tags, AUTHORITY_TAG))))
+            prepared.append(new)
+        if len({n.id for n in prepared}) != len(prepared):
+            raise InvalidRequest("nodes", "duplicate ids in one batch")
+        last: VersionConflict | None = None
+        for _ in range(self.policy.max_cas_retries):
+            try:
+                return self._assert_round(context, prepared, chosen, now)
+            except VersionConflict as exc:
+                last = exc
+        assert last is not None
+        raise last
+
+    def _assert_round(
+        self, context: Context, prepared: list[MemoryNode], strategy: Strategy, now: float
+    ) -> list[FactResult]:
+        """One optimistic attempt: read the slots, resolve in order, commit with CAS."""
+        slots: dict[tuple[str, str], list[Any]] = {}  # -> [head_id, seq0, current, count]
+        puts: dict[str, MemoryNode] = {}
+        updates: dict[str, tuple[MemoryNode, int]] = {}
+        events: list[Event] = []
+        results: list[FactResult] = []
+
+        def stage(changed: MemoryNode) -> None:
+            """Record a changed existing node (a put of this batch, or a CAS update)."""
+            if changed.id in puts:
+                puts[changed.id] = changed
+            elif changed.id in updates:
+                updates[changed.id] = (changed, updates[changed.id][1])
+            else:
+                updates[changed.id] = (changed, changed.version - 1)
+
+        for new in prepared:
+            assert new.key is not None
+            slot_key = (new.scope.key, new.key)
+            if slot_key not in slots:
+                head_id, seq0 = self.store.slot(*slot_key)
+                slots[slot_key] = [head_id, seq0, self.store.get(head_id) if head_id else None, 0]
+            state = slots[slot_key]
+            current: MemoryNode | None = state[2]
+            state[3] += 1
+            fact_seq = state[1] + state[3]
+            if (
+                current is not None
+                and current.status is MemoryStatus.ACTIVE
+                and _content_hash(current) == _content_hash(new)
+            ):
+                bump = 0 if current.id in puts or current.id in updates else 1
+                reinforced = evolve(
+                    current,
+                    confidence=max(current.confidence, new.confidence),
+                    source_ids=(*current.source_ids[-49:], new.id),
+                    version=current.version + bump,
+                )
+                stage(reinforced)
+                state[2] = reinforced
+                events.append(self._event(EventKind.ASSERTED, reinforced, context, now, outcome="reinforced",
+                                          fact_seq=fact_seq, write=new.id))
+                results.append(FactResult(reinforced, True, None, "reinforced", fact_seq, new.id))
+                continue
+            decision = resolve(current, new, strategy, half_life_days=self.policy.fact_half_life_days)
+            fact = evolve(new, fact_seq=fact_seq)
+            bump = 0 if current is not None and (current.id in puts or current.id in updates) else 1
+            if current is None:
+                outcome = "created"
+                events.append(self._event(EventKind.ASSERTED, fact, context, now, outcome=outcome,
+                                          fact_seq=fact_seq, write=fact.id))
+            elif decision.new_wins:
+                outcome = "superseded"
+                fact = evolve(fact, contradicts=(*fact.contradicts, current.id))
+                loser = evolve(current, status=MemoryStatus.DEPRECATED,
+                                valid_to=max(fact.valid_from, current.valid_from),
+                                contradicts=(*current.contradicts, fact.id), version=current.version + bump)
+                stage(loser)
+                events.append(self._event(EventKind.ASSERTED, fact, context, now, outcome=outcome, fact_seq=fact_seq,
+                                          write=fact.id, replaced=current.id, reason=decision.reason))
+                events.append(self._event(EventKind.DEPRECATED, loser, context, now, superseded_by=fact.id,
+                                          reason=decision.reason))
+            else:
+                outcome = "rejected"
+                fact = evolve(fact, status=MemoryStatus.DEPRECATED, valid_to=fact.valid_from,
+                               contradicts=(*fact.contradicts, current.id))
+                linked = evolve(current, contradicts=(*current.contradicts, fact.id), version=current.version + bump)
+                stage(linked)
+                state[2] = linked
+                events.append(self._event(EventKind.DEPRECATED, fact, context, now, outcome=outcome, fact_seq=fact_seq,
+                                          write=fact.id, kept=current.id, reason=decision.reason))
+            puts[fact.id] = fact
+            if outcome != "rejected":
+                state[0], state[2] = fact.id, fact
+            results.append(FactResult(fact, outcome != "rejected", current.id if current else None, outcome,
+                                      fact_seq, fact.id))
+        slot_writes = [SlotWrite(sk, k, st[1], st[0], st[3]) for (sk, k), st in slots.items()]
+        self._commit(WriteBatch(puts=list(puts.values()), updates=list(updates.values()), slots=slot_writes), events)
+        changed = list(puts.values()) + [u for u, _ in updates.values()]
+        self.index.upsert(changed)
+        for n in changed:
+            self._remember_local(n)
+        final = {n.id: n for n in changed}
+        return [
+            evolve(r, node=final.get(r.node.id, r.node).without_embedding()) for r in results
+        ]
+
+    def _is_authority(self, context: Context) -> bool:
+        names = set(self.policy.authorities)
+        return bool(
+            (context.agent and context.agent in names) or any(f"role:{r}" in names for r in context.roles)
+        )
+
+    def current_fact(self, context: Context, key: str, scope: Scope) -> MemoryNode | None:
+        context = self._check_context(context)
+        if not scope.visible_to(context):
+            raise ScopeViolation("read", str(scope), str(context))
+        head_id, _ = self.store.slot(scope.key, key)
+        node = self._nodes.get(head_id) if head_id else None
+        return evolve(node) if node else None
+
+    def history(self, context: Context, key: str, scope: Scope) -> list[Event]:
+        """Every assertion of a keyed fact, in commit order, with its outcome."""
+        context = self._check_context(context)
+        if not scope.visible_to(context):
+            raise ScopeViolation("read", str(scope), str(context))
+        # the store indexes a fact's events by key: no scan of the scope's log
+        return [Event.decode(blob, seq) for seq, blob in self.store.fact_events(scope.key, key)]

@@ -1,0 +1,228 @@
+"""The shard's side of broadcast, decay and consolidation, and event replay."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from memorybus.errors import InvalidRequest, MemoryNotFound, ScopeViolation
+from memorybus.events import Event, EventFilter, EventKind, deliverable
+from memorybus.maintenance import (
+    Cluster,
+    ConsolidationPolicy,
+    DecayPolicy,
+    cluster_memories,
+    consolidated_node,
+    plan_decay,
+    recent_episodic,
+)
+from memorybus.model import MemoryKind, MemoryNode, MemoryStatus, evolve
+from memorybus.scopes import Context, Level
+from memorybus.shard.state import _ShardState
+from memorybus.storage.base import WriteBatch
+
+
+class MaintenanceMixin(_ShardState):
+    # ---------------------------------------------------------------- broadcast
+    def broadcast_source(self, context: Context, memory_id: str, to: Level | str) -> MemoryNode:
+        """Check a broadcast of ``memory_id`` to the wider level ``to`` and build the copy.
+
+        Only the memory's owner (the agent, or for agent-less memories the user, it
+        belongs to) or an authority may widen it; widening never narrows. The copy
+        has a deterministic id, so broadcasting twice yields one copy.
+        """
+        context = self._check_context(context)
+        node = self._nodes.get(memory_id)
+        if node is None:
+            raise MemoryNotFound(memory_id)
+        self._visible(node, context, "broadcast")
+        try:
+            level = Level(to)
+        except ValueError:
+            raise InvalidRequest("to", f"unknown scope level {to!r}") from None
+        if level not in (Level.USER, Level.ORG):
+            raise InvalidRequest("to", "broadcast widens to 'user' or 'org'")
+        target = node.scope.widen(level)
+        if target == node.scope:
+            raise InvalidRequest("to", f"{node.scope} is not narrower than {level.value}")
+        owner = (
+            (node.scope.agent and node.scope.agent == context.agent)
+            or (not node.scope.agent and node.scope.user and node.scope.user == context.user)
+            or (node.source == f"agent:{context.agent}" and bool(context.agent))
+        )
+        if not owner and not self._is_authority(context):
+            raise ScopeViolation("broadcast", str(node.scope), str(context))
+        stored = self.store.get(memory_id)
+        if stored is None:
+            raise MemoryNotFound(memory_id)
+        copy_id = str(uuid.uuid5(uuid.UUID(memory_id), f"broadcast:{target.key}"))
+        return MemoryNode(
+            id=copy_id,
+            content=stored.content,
+            scope=target,
+            kind=stored.kind,
+            structured=dict(stored.structured),
+            embedding=stored.embedding,
+            key=stored.key,
+            created_at=stored.created_at,
+            last_accessed=stored.created_at,
+            decay_rate=stored.decay_rate,
+            valid_from=stored.valid_from,
+            valid_to=stored.valid_to,
+            parents=(memory_id,),
+            confidence=round(stored.confidence * self.policy.broadcast_discount, 12),
+            importance=stored.importance,
+            source=f"broadcast:{context.agent or context.user}",
+            source_ids=(memory_id,),
+            tags=stored.tags,
+        )
+
+    def put_broadcast(self, context: Context, copy: MemoryNode) -> MemoryNode:
+        """Store a broadcast copy (idempotent: an existing copy is returned as is)."""
+        context = self._check_context(context)
+        existing = self._nodes.get(copy.id)
+        if existing is not None:
+            return evolve(existing)
+        prepared = self._prepare_new(evolve(copy, version=0), None, context, self.clock.now())
+        now = self.clock.now()
+        self._commit(
+            WriteBatch(puts=[prepared]),
+            [self._event(EventKind.BROADCAST, prepared, context, now, origin=copy.parents[0])],
+        )
+        self.index.upsert([prepared])
+        self._remember_local(prepared)
+        return prepared.without_embedding()
+
+    # -------------------------------------------------------------- maintenance
+    def _system_event(self, kind: EventKind, node: MemoryNode, actor: str, now: float, **data: Any) -> Event:
+        return Event(kind, node.without_embedding(), now, actor, 0, data)
+
+    def decay_sweep(self, now: float, policy: DecayPolicy, chunk: int = 2000) -> dict[str, int]:
+        """Archive memories whose salience fell below the policy's threshold and remove
+        working memories past their TTL, from store and index, with an event each.
+
+        Archived memories are kept (status ``archived``): default recall skips them,
+        ``include_archived=True`` finds them. Each chunk is one atomic commit.
+        """
+        plan = plan_decay(list(self._nodes.values()), now, policy)
+        archived = expired = 0
+        for start in range(0, len(plan.archive), chunk):
+            ids = plan.archive[start : start + chunk]
+            stored = [n for n in self.store.get_many(ids) if n is not None]
+            changed = [evolve(n, status=MemoryStatus.ARCHIVED, version=n.version + 1) for n in stored]
+            events = [self._system_event(EventKind.ARCHIVED, n, "decay", now) for n in changed]
+            self._commit(WriteBatch(updates=[(n, n.version - 1) for n in changed]), events)
+            self.index.set_status([n.id for n in changed], MemoryStatus.ARCHIVED)
+            for n in changed:
+                self._remember_local(n)
+            archived += len(changed)
+        for start in range(0, len(plan.expire), chunk):
+            ids = [i for i in plan.expire[start : start + chunk] if i in self._nodes]
+            events = [self._system_event(EventKind.EXPIRED, self._nodes[i], "decay", now) for i in ids]
+            self._commit(WriteBatch(deletes=[(i, None) for i in ids]), events)
+            self.index.delete(ids)
+            for i in ids:
+                self._forget_local(i)
+            expired += len(ids)
+        return {"scanned": plan.scanned, "archived": archived, "expired": expired}
+
+    def consolidation_plan(
+        self, now: float, policy: ConsolidationPolicy, scopes: Sequence[str] | None = None, due_only: bool = False
+    ) -> list[Cluster]:
+        """Clusters of recent episodic memories, per scope, ready to consolidate.
+
+        ``scopes`` limits the scopes; ``due_only`` takes only scopes whose new episodic
+        memories' importance reached ``policy.reflect_importance`` (the reflection trigger).
+        """
+        candidates = recent_episodic(list(self._nodes.values()), now, policy)
+        by_scope: dict[str, list[str]] = {}
+        for n in candidates:
+            by_scope.setdefault(n.scope.key, []).append(n.id)
+        wanted = set(scopes) if scopes is not None else set(by_scope)
+        if due_only:
+            wanted &= {k for k, v in self._importance_since.items() if v >= policy.reflect_importance}
+        clusters: list[Cluster] = []
+        for scope_key in sorted(wanted & set(by_scope)):
+            members = [n for n in self.store.get_many(by_scope[scope_key]) if n is not None]
+            clusters += cluster_memories(members, policy)
+        return clusters
+
+    def apply_consolidation(
+        self, member_ids: Sequence[str], text: str, vector: np.ndarray, now: float, policy: ConsolidationPolicy
+    ) -> MemoryNode | None:
+        """Turn a cluster into one semantic memory, atomically: the new memory and the
+        sources' change to ``consolidated`` (faster decay, ``children`` link) commit
+        together. Idempotent: the semantic memory's id derives from its sources, and
+        sources already consolidated are not consolidated again. Returns the semantic
+        memory, or None when nothing was left to do."""
+        stored = [n for n in self.store.get_many(sorted(member_ids)) if n is not None]
+        members = [n for n in stored if n.status is MemoryStatus.ACTIVE and n.kind is MemoryKind.EPISODIC]
+        cluster = Cluster(stored[0].scope.key if stored else "", sorted(stored, key=lambda n: n.id), np.zeros(1))
+        existing = self._nodes.get(cluster.semantic_id())
+        if existing is not None:
+            return evolve(existing)
+        if len(members) < policy.min_cluster or len(members) != len(stored):
+            return None
+        sem = consolidated_node(cluster, text, now)
+        sem = evolve(sem, embedding=np.asarray(vector, dtype=np.float32).reshape(-1), version=1)
+        sem = sem.validate(dim=self.dim, max_content_chars=self.max_content_chars)
+        others = self._contradicted(sem) if self.detect_contradictions else []
+        updates: dict[str, tuple[MemoryNode, int]] = {}
+        if others:
+            sem = evolve(sem, contradicts=tuple(others))
+            for other_id in others:
+                base = self.store.get(other_id)
+                if base is not None:
+                    updates[other_id] = (evolve(base, contradicts=(*base.contradicts, sem.id),
+                                                 version=base.version + 1), base.version)
+        for m in members:
+            updates[m.id] = (
+                evolve(
+                    m,
+                    status=MemoryStatus.CONSOLIDATED,
+                    decay_rate=min(100.0, m.decay_rate * policy.source_decay_factor),
+                    children=(*m.children, sem.id),
+                    version=m.version + 1,
+                ),
+                m.version,
+            )
+        events = [self._system_event(EventKind.REMEMBERED, sem, "consolidation", now, sources=len(members))]
+        events += [self._system_event(EventKind.CONSOLIDATED, u, "consolidation", now, into=sem.id)
+                   for u, _ in updates.values() if u.id in {m.id for m in members}]
+        self._commit(WriteBatch(puts=[sem], updates=list(updates.values())), events)
+        changed = [sem] + [u for u, _ in updates.values()]
+        self.index.upsert(changed)
+        for n in changed:
+            self._remember_local(n)
+        self._importance_since.pop(sem.scope.key, None)
+        return sem.without_embedding()
+
+    # ------------------------------------------------------------ event replay
+    def read_events(
+        self, context: Context, cursors: dict[str, int], flt: EventFilter | None = None, limit: int = 1000
+    ) -> tuple[list[Event], dict[str, int]]:
+        """Events after ``cursors[scope_key]`` for every scope that ``context`` may see,
+        in per-scope order, keeping only those it could recall and ``flt`` selects.
+
+        Returns the events and the new cursors (advanced past events filtered out).
+        """
+        context = self._check_context(context)
+        flt = flt or EventFilter()
+        out: list[Event] = []
+        new_cursors: dict[str, int] = {}
+        for scope in context.visible_scopes():
+            after = int(cursors.get(scope.key, 0))
+            for seq, blob in self.store.read_events(scope.key, after, limit):
+                ev = Event.decode(blob, seq)
+                if deliverable(ev, context, flt):
+                    out.append(ev)
+                after = seq
+            new_cursors[scope.key] = after
+        return out, new_cursors
+
+    def last_seqs(self, context: Context) -> dict[str, int]:
+        context = self._check_context(context)
+        return {s.key: self.store.last_seq(s.key) for s in context.visible_scopes()}

@@ -1,0 +1,79 @@
+"""What the shard's mixins share: the state :class:`~memorybus.shard.Shard` holds,
+declared for the type checker, and the content hash used for duplicate detection."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from memorybus.bus.conflicts import Judge
+    from memorybus.clock import Clock
+    from memorybus.config import BusPolicy, GraphPolicy, RankingWeights
+    from memorybus.events import Event, EventKind
+    from memorybus.graph import TemporalGraph
+    from memorybus.model import MemoryNode
+    from memorybus.retrieval.reader import RecallReader
+    from memorybus.scopes import Context
+    from memorybus.storage.base import Store, WriteBatch
+    from memorybus.storage.vectors import VectorIndex
+
+
+def _content_hash(node: MemoryNode) -> str:
+    return hashlib.blake2b(node.content.strip().encode(), digest_size=12).hexdigest()
+
+
+class _ShardState:
+    """The attributes :meth:`Shard.__init__ <memorybus.shard.Shard>` sets and the helpers
+    the mixins call on each other, declared (annotations only, nothing at run time)
+    so that each mixin type-checks on its own."""
+
+    name: str
+    store: Store
+    index: VectorIndex
+    dim: int
+    clock: Clock
+    ranking: RankingWeights
+    max_content_chars: int
+    touch_flush_seconds: float
+    policy: BusPolicy
+    on_events: Callable[[list[Event]], None] | None
+    judge: Judge | None
+    dedupe: bool
+    detect_contradictions: bool
+    _nodes: dict[str, MemoryNode]
+    _hashes: dict[tuple[str, str], set[str]]
+    _importance_since: dict[str, float]
+    graph_policy: GraphPolicy
+    graph: TemporalGraph
+    _touches: dict[str, tuple[int, float]]
+    _last_flush: float
+    _recall: RecallReader
+
+    if TYPE_CHECKING:
+        # core.Shard
+        @staticmethod
+        def _check_context(context: object) -> Context: ...
+
+        def _visible(self, node: MemoryNode, context: Context, action: str) -> None: ...
+
+        def _prepare_new(
+            self, node: MemoryNode, vector: np.ndarray | None, context: Context, now: float
+        ) -> MemoryNode: ...
+
+        # writes.WritesMixin
+        def _commit(self, batch: WriteBatch, events: Sequence[Event]) -> list[Event]: ...
+
+        def _event(self, kind: EventKind, node: MemoryNode, context: Context, now: float, **data: Any) -> Event: ...
+
+        def _contradicted(self, node: MemoryNode) -> list[str]: ...
+
+        def _remember_local(self, node: MemoryNode) -> None: ...
+
+        def _forget_local(self, memory_id: str) -> None: ...
+
+        # facts.FactsMixin
+        def _is_authority(self, context: Context) -> bool: ...

@@ -1,0 +1,294 @@
+"""The shard's write path: new memories (with duplicate and contradiction
+detection), compare-and-set updates, deletes, and the atomic commit with events."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from memorybus.bus.conflicts import is_contradiction
+from memorybus.errors import InvalidRequest, MemoryNotFound, VersionConflict
+from memorybus.events import Event, EventKind
+from memorybus.model import MemoryKind, MemoryNode, MemoryStatus, evolve
+from memorybus.scopes import Context
+from memorybus.shard.state import _content_hash, _ShardState
+from memorybus.storage.base import WriteBatch
+
+#: Fields a caller may change with :meth:`Shard.update`.
+UPDATABLE = frozenset(
+    {
+        "content",
+        "structured",
+        "kind",
+        "status",
+        "confidence",
+        "importance",
+        "decay_rate",
+        "valid_from",
+        "valid_to",
+        "expires_at",
+        "parents",
+        "children",
+        "related",
+        "contradicts",
+        "source",
+        "source_ids",
+        "tags",
+    }
+)
+
+
+class WritesMixin(_ShardState):
+    # ------------------------------------------------------------------ writes
+    def _commit(self, batch: WriteBatch, events: Sequence[Event]) -> list[Event]:
+        """Commit ``batch`` with ``events`` appended to their scopes' logs, atomically;
+        then hand the sequenced events to ``on_events`` (live fan-out)."""
+        batch.events = [(e.scope_key, e.encode()) for e in events]
+        batch.event_keys = [e.node.key if "fact_seq" in e.data else None for e in events]
+        seqs = self.store.commit(batch)
+        for event, seq in zip(events, seqs, strict=True):
+            event.seq = seq
+        if events and self.on_events is not None:
+            with contextlib.suppress(Exception):  # live push is best effort; the log has them
+                self.on_events(list(events))
+        return list(events)
+
+    def _event(self, kind: EventKind, node: MemoryNode, context: Context, now: float, **data: Any) -> Event:
+        return Event(kind, node.without_embedding(), now, context.agent or context.user, 0, data)
+
+    def _duplicate_of(self, node: MemoryNode) -> MemoryNode | None:
+        """An existing memory this new one duplicates, in the same scope (the shard owns
+        the scope, so this check cannot race with another writer)."""
+        for other_id in self._hashes.get((node.scope.key, _content_hash(node)), ()):
+            other = self._nodes.get(other_id)
+            if other is None or other.kind is not node.kind:
+                continue
+            if node.kind is MemoryKind.EPISODIC and other.valid_from != node.valid_from:
+                continue  # the same words said at another time are another event
+            if other.status in (MemoryStatus.ACTIVE, MemoryStatus.CONSOLIDATED):
+                return other
+        if node.kind in (MemoryKind.SEMANTIC, MemoryKind.PROCEDURAL) and node.embedding is not None:
+            for other_id, cosine in self.index.search(
+                node.embedding,
+                1,
+                scope_keys=[node.scope.key],
+                kinds=[node.kind],
+                statuses=[MemoryStatus.ACTIVE],
+            ):
+                other = self._nodes.get(other_id)
+                if cosine >= self.policy.near_duplicate and other is not None:
+                    if self.detect_contradictions and is_contradiction(node, other, self.judge):
+                        return None  # nearly the same words, a different claim: keep both
+                    return other
+        return None
+
+    def _contradicted(self, node: MemoryNode) -> list[str]:
+        """Similar facts in the same scope that this one contradicts.
+
+        Only semantic and procedural memories (statements of fact) are checked:
+        episodic memories record events, and two events are not a contradiction.
+        """
+        if node.embedding is None or node.kind not in (MemoryKind.SEMANTIC, MemoryKind.PROCEDURAL):
+            return []
+        found = []
+        for other_id, cosine in self.index.search(
+            node.embedding, 5, scope_keys=[node.scope.key], statuses=[MemoryStatus.ACTIVE]
+        ):
+            other = self._nodes.get(other_id)
+            if other is None or cosine < self.policy.contradiction or other.id == node.id:
+                continue
+            if other.kind not in (MemoryKind.SEMANTIC, MemoryKind.PROCEDURAL):
+                continue
+            if other.key and node.key and other.key == node.key:
+                continue  # keyed facts are resolved by assert_fact, not flagged
+            if is_contradiction(node, other, self.judge):
+                found.append(other_id)
+        return found
+
+    def put_many(
+        self,
+        context: Context,
+        nodes: Sequence[MemoryNode],
+        vectors: np.ndarray | None = None,
+        rows: Sequence[int] | None = None,
+        *,
+        event: EventKind = EventKind.REMEMBERED,
+    ) -> list[MemoryNode]:
+        """Store new memories atomically (all or none); returns them as stored.
+
+        ``vectors[rows[i]]`` (or ``vectors[i]``) is the embedding of ``nodes[i]``
+        when given. A node whose id is already stored with the same record is
+        returned as stored (retries are idempotent). An exact duplicate of a stored
+        memory (same scope, kind and content; for episodic memories also the same
+        time) and a near duplicate of a semantic or procedural one are not stored
+        again: the existing memory is returned. A memory that contradicts a
+        similar one in its scope is stored with ``contradicts`` links both ways.
+        """
+        context = self._check_context(context)
+        if vectors is not None:
+            vectors = np.asarray(vectors)
+            rows = list(range(len(nodes))) if rows is None else list(rows)
+            if len(rows) != len(nodes) or (rows and max(rows) >= len(vectors)):
+                raise InvalidRequest("vectors", "do not match the nodes")
+        vectors, rows = self._recall.contextualize(nodes, vectors, rows)
+        now = self.clock.now()
+        prepared = [
+            self._prepare_new(n, None if vectors is None or rows is None else vectors[rows[i]], context, now)
+            for i, n in enumerate(nodes)
+        ]
+        ids = [n.id for n in prepared]
+        if len(set(ids)) != len(ids):
+            raise InvalidRequest("nodes", "duplicate ids in one batch")
+        fresh: list[MemoryNode] = []
+        result: list[MemoryNode | None] = [None] * len(prepared)
+        batch_hashes: dict[tuple[str, str], MemoryNode] = {}
+        for i, n in enumerate(prepared):
+            existing = self._nodes.get(n.id)
+            if existing is not None:
+                if existing.content_equal(evolve(n, created_at=existing.created_at, valid_from=existing.valid_from)):
+                    result[i] = evolve(existing)  # a retried write: already durable
+                    continue
+                raise VersionConflict(n.id, 0, existing.version)
+            dup = self._duplicate_of(n) if self.dedupe else None
+            in_batch = batch_hashes.get((n.scope.key, _content_hash(n)))
+            if (
+                dup is None
+                and self.dedupe
+                and in_batch is not None
+                and in_batch.kind is n.kind
+                and (n.kind is not MemoryKind.EPISODIC or in_batch.valid_from == n.valid_from)
+            ):
+                dup = in_batch
+            if dup is not None:
+                result[i] = dup  # resolved to its stored form below
+                continue
+            batch_hashes[(n.scope.key, _content_hash(n))] = n
+            fresh.append(n)
+        # contradiction links, both ways (the old side is a versioned update)
+        updates: dict[str, tuple[MemoryNode, int]] = {}
+        for i, n in enumerate(fresh):
+            others = self._contradicted(n) if self.detect_contradictions else []
+            if not others:
+                continue
+            fresh[i] = evolve(n, contradicts=tuple(dict.fromkeys((*n.contradicts, *others))))
+            for other_id in others:
+                base = updates[other_id][0] if other_id in updates else self.store.get(other_id)
+                if base is None:
+                    continue
+                expected = updates[other_id][1] if other_id in updates else base.version
+                linked = evolve(base, contradicts=(*base.contradicts, n.id), version=expected + 1)
+                updates[other_id] = (linked, expected)
+        events = [self._event(event, n, context, now) for n in fresh]
+        events += [
+            self._event(EventKind.UPDATED, u, context, now, contradicted_by=u.contradicts[-1])
+            for u, _ in updates.values()
+        ]
+        if fresh or updates:
+            self._commit(WriteBatch(puts=fresh, updates=list(updates.values())), events)
+        self.index.upsert(fresh)
+        for n in fresh:
+            self._remember_local(n)
+            if n.kind is MemoryKind.EPISODIC:
+                self._importance_since[n.scope.key] = self._importance_since.get(n.scope.key, 0.0) + n.importance
+        for u, _ in updates.values():
+            self._remember_local(u)
+        stored = {n.id: n for n in fresh}
+        out: list[MemoryNode] = []
+        for i, n in enumerate(prepared):
+            r = result[i]
+            node = stored.get(n.id) if r is None else self._nodes.get(r.id, r)
+            assert node is not None
+            out.append(evolve(node.without_embedding()))
+        return out
+
+    def _remember_local(self, node: MemoryNode) -> None:
+        """Mirror a committed node in the cache and the content-hash map."""
+        old = self._nodes.get(node.id)
+        if old is not None:
+            self._hashes.get((old.scope.key, _content_hash(old)), set()).discard(old.id)
+        self._nodes[node.id] = node.without_embedding()
+        self._hashes.setdefault((node.scope.key, _content_hash(node)), set()).add(node.id)
+        self._recall.on_indexed(node)
+        if self.graph_policy.hops > 0:
+            self.graph.add_memory(node)
+
+    def _forget_local(self, memory_id: str) -> None:
+        old = self._nodes.pop(memory_id, None)
+        if old is not None:
+            self._hashes.get((old.scope.key, _content_hash(old)), set()).discard(memory_id)
+        self._touches.pop(memory_id, None)
+        self._recall.on_removed(memory_id)
+        if self.graph_policy.hops > 0:
+            self.graph.remove_source(memory_id)
+
+    def update(
+        self,
+        context: Context,
+        memory_id: str,
+        expected_version: int,
+        changes: dict[str, Any],
+        vector: np.ndarray | None = None,
+    ) -> MemoryNode:
+        """Compare-and-set: apply ``changes`` if the stored version is ``expected_version``.
+
+        Changing ``content`` requires its new ``vector``. Raises VersionConflict,
+        MemoryNotFound, ScopeViolation, InvalidMemory/InvalidRequest.
+        """
+        context = self._check_context(context)
+        if isinstance(expected_version, bool) or not isinstance(expected_version, int):
+            raise InvalidRequest("expected_version", "must be an int")
+        if not isinstance(changes, dict) or not changes:
+            raise InvalidRequest("changes", "must be a non-empty dict")
+        bad = set(changes) - UPDATABLE
+        if bad:
+            raise InvalidRequest("changes", f"cannot update {sorted(bad)}")
+        current = self._nodes.get(memory_id)
+        if current is None:
+            raise MemoryNotFound(memory_id)
+        self._visible(current, context, "update")
+        if "content" in changes and changes["content"] != current.content and vector is None:
+            raise InvalidRequest("vector", "changing content needs the new content's embedding")
+        base = self.store.get(memory_id)
+        if base is None:
+            raise MemoryNotFound(memory_id)
+        new = evolve(base, **changes, version=expected_version + 1)
+        if vector is not None:
+            new = evolve(new, embedding=vector)
+        new = new.validate(dim=self.dim, max_content_chars=self.max_content_chars)
+        if base.version != expected_version:
+            if base.version == expected_version + 1 and base.content_equal(new):
+                return base.without_embedding()  # a retried update that already committed
+            raise VersionConflict(memory_id, expected_version, base.version)
+        now = self.clock.now()
+        kind = EventKind.UPDATED
+        if new.status is not base.status and new.status is MemoryStatus.ARCHIVED:
+            kind = EventKind.ARCHIVED
+        self._commit(
+            WriteBatch(updates=[(new, expected_version)]),
+            [self._event(kind, new, context, now, fields=sorted(changes))],
+        )
+        self.index.upsert([new])
+        self._remember_local(new)
+        return evolve(self._nodes[memory_id])
+
+    def delete(self, context: Context, memory_id: str, expected_version: int | None = None) -> bool:
+        """Forget a memory (hard delete from store and index). False if already gone."""
+        context = self._check_context(context)
+        if expected_version is not None and (
+            isinstance(expected_version, bool) or not isinstance(expected_version, int)
+        ):
+            raise InvalidRequest("expected_version", "must be an int or None")
+        current = self._nodes.get(memory_id)
+        if current is None:
+            return False
+        self._visible(current, context, "forget")
+        self._commit(
+            WriteBatch(deletes=[(memory_id, expected_version)]),
+            [self._event(EventKind.FORGOTTEN, current, context, self.clock.now())],
+        )
+        self.index.delete([memory_id])
+        self._forget_local(memory_id)
+        return True
