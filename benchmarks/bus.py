@@ -103,7 +103,11 @@ def fanout(bus: Any, args: argparse.Namespace) -> dict[str, Any]:
 
 def resolved_asserts(bus: Any, args: argparse.Namespace) -> dict[str, Any]:
     """``args.writers`` Ray tasks assert values of one key, one call per assertion and
-    then in batches; every acknowledged write must be in the key's history."""
+    then in batches; every acknowledged write must be in the key's history.
+
+    With ``--orgs 1`` every writer hits the same fact (the worst case: one slot, one
+    shard, every write contending); with ``--orgs N`` writer ``w`` asserts the key in
+    org ``w % N``, so the facts spread over the shards as a team's facts would."""
     import ray
 
     import memorybus as mb
@@ -114,7 +118,7 @@ def resolved_asserts(bus: Any, args: argparse.Namespace) -> dict[str, Any]:
 
     @ray.remote(num_cpus=0)
     def writer_task(b: mb.MemoryBus, w: int, n: int) -> list[str]:
-        ctx = mb.Context("facts", agent=f"writer{w}")
+        ctx = mb.Context(f"facts{w % args.orgs}", agent=f"writer{w}")
         out = []
         for i in range(n):
             r = b.assert_fact(
@@ -130,7 +134,7 @@ def resolved_asserts(bus: Any, args: argparse.Namespace) -> dict[str, Any]:
 
     @ray.remote(num_cpus=0)
     def batch_writer(b: mb.MemoryBus, w: int, n: int, size: int, bkey: str) -> list[str]:
-        ctx = mb.Context("facts", agent=f"writer{w}")
+        ctx = mb.Context(f"facts{w % args.orgs}", agent=f"writer{w}")
         out: list[str] = []
         for start in range(0, n, size):
             items = [
@@ -151,10 +155,15 @@ def resolved_asserts(bus: Any, args: argparse.Namespace) -> dict[str, Any]:
         writes = ray.get(refs_of(), timeout=900)
         elapsed = time.perf_counter() - t
         acked = {i for ws in writes for i in ws}
-        recorded = {e.data["write"] for e in bus.history(hkey, mb.Context("facts"), scope="org")}
+        recorded = {
+            e.data["write"]
+            for org in range(args.orgs)
+            for e in bus.history(hkey, mb.Context(f"facts{org}"), scope="org")
+        }
         n = args.writers * args.asserts
         out = {
             "writers": args.writers,
+            "orgs": args.orgs,
             "assertions": n,
             "seconds": elapsed,
             "resolved_per_s": n / elapsed,
@@ -186,6 +195,7 @@ def main() -> int:
     ap.add_argument("--events", type=int, default=30, help="broadcasts measured")
     ap.add_argument("--gap", type=float, default=0.05, help="seconds between measured broadcasts")
     ap.add_argument("--writers", type=int, default=16)
+    ap.add_argument("--orgs", type=int, default=1, help="writers spread their facts over this many orgs")
     ap.add_argument("--asserts", type=int, default=200, help="assert_fact calls per writer")
     ap.add_argument("--batch", type=int, default=50, help="assertions per assert_facts call")
     ap.add_argument("--backend", choices=["embedded", "redis"], default="embedded")

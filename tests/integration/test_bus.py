@@ -122,7 +122,7 @@ class Listener:
         return os.getpid()
 
 
-def _wait(fn, timeout=60.0):
+def _wait(fn, timeout=120.0):  # generous: an actor restart on a loaded 2-core machine is slow
     deadline = time.time() + timeout
     while time.time() < deadline:
         try:
