@@ -277,8 +277,9 @@ class MemoryBus(BusClientMixin, MaintenanceClientMixin):
             # the query is embedded here, in the caller's process: no embedder round trip
             vector: Any = self._local_encoder().encode([query])[0]
         else:
-            # the vector ref goes in a list: each shard plans its search while the query is embedded
-            vector = [self._embedder().encode.remote([query])]
+            # the vector's ref: Ray starts the shards' searches once the query is embedded,
+            # with the vector inlined in the call (no fetch back from this process)
+            vector = self._embedder().encode.remote([query])
         request = (context, k, kind_list or None, status_list, query, opts)
         refs = [handles[i].recall.remote(request, vector) for i in owners]
         groups = yield refs

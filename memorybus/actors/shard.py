@@ -157,10 +157,12 @@ class ShardActor:
         """Hybrid recall (see :meth:`memorybus.shard.Shard.search`).
 
         ``request`` is ``(context, k, kinds, statuses, query, options)`` in one argument:
-        Ray pays a fixed cost per argument, about 0.1 ms here. ``vector`` may be
-        ``[ObjectRef]`` (a ref in a list, so Ray does not wait for it before calling):
-        the search is planned first, then the vector is fetched, so the planning
-        overlaps the query's embedding.
+        Ray pays a fixed cost per argument, about 0.1 ms here. The client passes the
+        embedder's ObjectRef as ``vector``: Ray calls this method once the query is
+        embedded, with the vector inlined. (``[ObjectRef]``, a ref in a list, is also
+        accepted: the search is planned first and the vector fetched after; on this
+        2-core machine that measured 0.4-0.7 ms slower, the fetch costing more than
+        the overlap saves.)
         """
         context, k, kinds, statuses, query, options = request
         plan = self._shard.plan_search(context, k, kinds=kinds, statuses=statuses, query=query, options=options)
@@ -168,7 +170,8 @@ class ShardActor:
             import ray
 
             vector = ray.get(vector[0], timeout=120)
-        return self._shard.run_search(plan, np.asarray(vector))
+        vector = np.asarray(vector)
+        return self._shard.run_search(plan, vector[0] if vector.ndim == 2 else vector)
 
     def pinned(self, context: Context) -> list[MemoryNode]:
         return self._shard.pinned(context)
