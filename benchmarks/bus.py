@@ -4,7 +4,10 @@
     python benchmarks/bus.py --subscribers 100 --writers 16 --asserts 200
 
 Fan-out latency is measured from the moment the shard stamps an event (just
-before its durable commit) to the moment a subscriber actor receives it.
+before its durable commit) to the moment a subscriber actor receives it. The
+baseline, in the same run and to the same subscriber actors, is a plain async
+actor calling every subscriber once per event (stamped just before the calls):
+the floor any Ray actor fan-out pays on this machine.
 """
 
 from __future__ import annotations
@@ -52,6 +55,24 @@ def fanout(bus: Any, args: argparse.Namespace) -> dict[str, Any]:
         def latencies(self) -> list[float]:
             return self.lat
 
+        def reset(self) -> None:
+            self.lat = []
+
+    @ray.remote(num_cpus=0)
+    class PlainFanout:
+        """The floor: one async actor calling every subscriber's method once per event
+        (what any Ray fan-out pays), with no store, log, filter or cursor."""
+
+        def __init__(self, subs: list) -> None:
+            self.subs = subs
+
+        async def send(self, content: str) -> None:
+            import asyncio
+            import types
+
+            stamp = types.SimpleNamespace(at=time.time(), content=content)
+            await asyncio.gather(*(s.on_events.remote([stamp]) for s in self.subs))
+
     org = "fanout"
     writer = mb.Context(org, "u1", "announcer")
     t = time.time()
@@ -82,6 +103,15 @@ def fanout(bus: Any, args: argparse.Namespace) -> dict[str, Any]:
         wait_for(base + len(subs), 60)
         time.sleep(args.gap)
     lat = [x * 1000 for s in subs for x in ray.get(s.latencies.remote())[1:]]
+
+    # the baseline, same subscribers, same number of events and pauses
+    ray.get([s.reset.remote() for s in subs])
+    plain = PlainFanout.remote(subs)
+    for i in range(args.events + 1):
+        ray.get(plain.send.remote(f"announcement {i}"))
+        time.sleep(args.gap)
+    floor = [x * 1000 for s in subs for x in ray.get(s.latencies.remote())[1:]]
+    ray.kill(plain)
     for s in subs:
         ray.kill(s)
     out = {
@@ -92,10 +122,15 @@ def fanout(bus: Any, args: argparse.Namespace) -> dict[str, Any]:
         "p50_ms": pct(lat, 50),
         "p99_ms": pct(lat, 99),
         "mean_ms": statistics.fmean(lat),
+        "plain_ray_p50_ms": pct(floor, 50),
+        "plain_ray_p99_ms": pct(floor, 99),
+        "ratio_p50": pct(lat, 50) / pct(floor, 50),
+        "ratio_p99": pct(lat, 99) / pct(floor, 99),
     }
     print(
         f"fan-out to {len(subs)} subscribers: p50 {out['p50_ms']:.1f} ms, p99 {out['p99_ms']:.1f} ms "
-        f"({len(lat)}/{out['expected_deliveries']} deliveries)",
+        f"({len(lat)}/{out['expected_deliveries']} deliveries); plain Ray fan-out in the same run: "
+        f"p50 {out['plain_ray_p50_ms']:.1f} ms, p99 {out['plain_ray_p99_ms']:.1f} ms",
         file=sys.stderr,
     )
     return out
