@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import os
+import threading
 from collections import OrderedDict, deque
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -68,6 +69,10 @@ class Embedder:
         )
         self.dim = int(getter() or 0)
         self._torch = torch
+        # a fast tokenizer must not be used from two threads at once while one of them
+        # changes its padding or truncation (huggingface/tokenizers "Already borrowed"):
+        # the actor counts tokens on its event loop while its model thread encodes
+        self._tokenizer_lock = threading.Lock()
         self._lean = self._lean_parts() if lean else None
         self.batch_size = batch_size
         self.cache_size = cache_size
@@ -109,9 +114,10 @@ class Embedder:
         with torch.inference_mode():
             for start in range(0, len(texts), self.batch_size):
                 rows = order[start : start + self.batch_size]
-                feats = tokenizer(
-                    [texts[i] for i in rows], padding=True, truncation=True, max_length=max_len, return_tensors="pt"
-                )
+                with self._tokenizer_lock:
+                    feats = tokenizer(
+                        [texts[i] for i in rows], padding=True, truncation=True, max_length=max_len, return_tensors="pt"
+                    )
                 hidden = bert(**feats).last_hidden_state
                 mask = feats["attention_mask"].unsqueeze(-1).to(hidden.dtype)
                 pooled = (hidden * mask).sum(1) / mask.sum(1).clamp(min=1e-9)
@@ -159,7 +165,8 @@ class Embedder:
 
     def tokenizer_count(self, text: str) -> int:
         """Number of model tokens in ``text`` (no truncation)."""
-        return len(self.model.tokenizer(text, add_special_tokens=False)["input_ids"])
+        with self._tokenizer_lock:
+            return len(self.model.tokenizer(text, add_special_tokens=False)["input_ids"])
 
 
 @dataclass

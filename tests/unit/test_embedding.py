@@ -72,3 +72,4 @@ def test_lean_path_gives_the_sentence_transformers_vectors(embedder):
     lean = embedder._forward(list(texts))
     assert lean.shape == reference.shape
     assert np.abs(lean - reference).max() < 1e-5
+
