@@ -272,7 +272,7 @@ class MemoryBus(BusClientMixin, MaintenanceClientMixin):
             end=opts.end if end is None else end,
         ).validate()
         handles = self._shard_handles()
-        owners = sorted({self.router.shard_for(s.key) for s in context.visible_scopes()})
+        owners = self._owners(context)
         if self.config.ranking.local_query_encoder:
             # the query is embedded here, in the caller's process: no embedder round trip
             vector: Any = self._local_encoder().encode([query])[0]
@@ -394,13 +394,27 @@ class MemoryBus(BusClientMixin, MaintenanceClientMixin):
         return await runtime.run_async(self._context_for_op(query, context, token_budget, k, options))
 
     # ---------------------------------------------------- get / update / forget
+    def _owners(self, context: Context) -> list[int]:
+        """The shards that own the scopes ``context`` may see."""
+        return sorted({self.router.shard_for(s.key) for s in context.visible_scopes()})
+
     def _fanout_op(self, method: str, context: Context, memory_id: str, *args: Any) -> Op[Any]:
-        """Ask every shard; exactly one holds ``memory_id``."""
+        """Find the one shard that holds ``memory_id`` and call ``method`` there.
+
+        A memory the context may see lives in a shard that owns one of its visible
+        scopes, so those are asked first; the other shards only when none of them has
+        it, so that a memory out of sight still raises ScopeViolation (not MemoryNotFound).
+        """
         _check_context(context)
         if not isinstance(memory_id, str) or not memory_id:
             raise InvalidRequest("memory_id", "must be a non-empty string")
-        refs = [getattr(h, method).remote(context, memory_id, *args) for h in self._shard_handles()]
-        results = yield Settled(refs)
+        handles = self._shard_handles()
+        near = self._owners(context)
+        results = yield Settled([getattr(handles[i], method).remote(context, memory_id, *args) for i in near])
+        if all(isinstance(r, MemoryNotFound) for r in results):
+            rest = [i for i in range(len(handles)) if i not in near]
+            if rest:
+                results += yield Settled([getattr(handles[i], method).remote(context, memory_id, *args) for i in rest])
         return runtime.pick_one(results, memory_id)
 
     def _get_op(self, memory_id: str, context: Context) -> Op[MemoryNode]:
@@ -458,14 +472,20 @@ class MemoryBus(BusClientMixin, MaintenanceClientMixin):
         _check_context(context)
         if not isinstance(memory_id, str) or not memory_id:
             raise InvalidRequest("memory_id", "must be a non-empty string")
-        refs = [h.delete.remote(context, memory_id, expected_version) for h in self._shard_handles()]
-        results = yield Settled(refs)
-        for r in results:
-            if isinstance(r, BaseException):
-                raise r
-        if not any(results):
-            raise MemoryNotFound(memory_id)
-        return True
+        handles = self._shard_handles()
+        near = self._owners(context)
+        rest = [i for i in range(len(handles)) if i not in near]
+        # the shards of the visible scopes first (see _fanout_op), the others if none had it
+        for group in (near, rest):
+            if not group:
+                continue
+            results = yield Settled([handles[i].delete.remote(context, memory_id, expected_version) for i in group])
+            for r in results:
+                if isinstance(r, BaseException):
+                    raise r
+            if any(results):
+                return True
+        raise MemoryNotFound(memory_id)
 
     def forget(self, memory_id: str, context: Context, *, expected_version: int | None = None) -> bool:
         """Delete a memory from store and index. Raises MemoryNotFound if absent."""
