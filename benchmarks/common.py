@@ -32,6 +32,17 @@ def prepare_env() -> str:
     return ray_tmp
 
 
+def run_eval_cli(dataset: str, argv: list[str]) -> int:
+    """``memorybus eval <dataset> ARGS`` from a benchmark script."""
+    prepare_env()
+    # the raw model (in this process) and the bus's embedder take turns on the same
+    # cores: idle OpenMP threads must sleep, not spin
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+    from memorybus.cli import main
+
+    return main(["eval", dataset, *argv])
+
+
 # ---------------------------------------------------------------- progress
 
 

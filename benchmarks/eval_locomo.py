@@ -17,13 +17,7 @@ _ROOT = Path(__file__).resolve().parent.parent
 if str(_ROOT) not in sys.path:
     sys.path.insert(0, str(_ROOT))
 
-from benchmarks.common import prepare_env  # noqa: E402
+from benchmarks.common import run_eval_cli  # noqa: E402
 
 if __name__ == "__main__":
-    prepare_env()
-    import os
-
-    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-    from memorybus.cli import main
-
-    sys.exit(main(["eval", "locomo", *sys.argv[1:]]))
+    sys.exit(run_eval_cli("locomo", sys.argv[1:]))

@@ -398,23 +398,24 @@ class MemoryBus(BusClientMixin, MaintenanceClientMixin):
         """The shards that own the scopes ``context`` may see."""
         return sorted({self.router.shard_for(s.key) for s in context.visible_scopes()})
 
-    def _fanout_op(self, method: str, context: Context, memory_id: str, *args: Any) -> Op[Any]:
-        """Find the one shard that holds ``memory_id`` and call ``method`` there.
+    def _owners_then_rest(self, context: Context) -> tuple[list[int], list[int]]:
+        """The shards to ask for a memory by id: first those that own the context's
+        visible scopes (a memory it may see lives there), then the others (only to tell
+        a memory out of sight, ScopeViolation, from a missing one)."""
+        near = self._owners(context)
+        return near, [i for i in range(self.config.num_shards) if i not in near]
 
-        A memory the context may see lives in a shard that owns one of its visible
-        scopes, so those are asked first; the other shards only when none of them has
-        it, so that a memory out of sight still raises ScopeViolation (not MemoryNotFound).
-        """
+    def _fanout_op(self, method: str, context: Context, memory_id: str, *args: Any) -> Op[Any]:
+        """Find the one shard that holds ``memory_id`` and call ``method`` there
+        (the shards in :meth:`_owners_then_rest` order)."""
         _check_context(context)
         if not isinstance(memory_id, str) or not memory_id:
             raise InvalidRequest("memory_id", "must be a non-empty string")
         handles = self._shard_handles()
-        near = self._owners(context)
+        near, rest = self._owners_then_rest(context)
         results = yield Settled([getattr(handles[i], method).remote(context, memory_id, *args) for i in near])
-        if all(isinstance(r, MemoryNotFound) for r in results):
-            rest = [i for i in range(len(handles)) if i not in near]
-            if rest:
-                results += yield Settled([getattr(handles[i], method).remote(context, memory_id, *args) for i in rest])
+        if rest and all(isinstance(r, MemoryNotFound) for r in results):
+            results += yield Settled([getattr(handles[i], method).remote(context, memory_id, *args) for i in rest])
         return runtime.pick_one(results, memory_id)
 
     def _get_op(self, memory_id: str, context: Context) -> Op[MemoryNode]:
@@ -473,10 +474,7 @@ class MemoryBus(BusClientMixin, MaintenanceClientMixin):
         if not isinstance(memory_id, str) or not memory_id:
             raise InvalidRequest("memory_id", "must be a non-empty string")
         handles = self._shard_handles()
-        near = self._owners(context)
-        rest = [i for i in range(len(handles)) if i not in near]
-        # the shards of the visible scopes first (see _fanout_op), the others if none had it
-        for group in (near, rest):
+        for group in self._owners_then_rest(context):
             if not group:
                 continue
             results = yield Settled([handles[i].delete.remote(context, memory_id, expected_version) for i in group])

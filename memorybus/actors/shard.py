@@ -158,18 +158,13 @@ class ShardActor:
 
         ``request`` is ``(context, k, kinds, statuses, query, options)`` in one argument:
         Ray pays a fixed cost per argument, about 0.1 ms here. The client passes the
-        embedder's ObjectRef as ``vector``: Ray calls this method once the query is
-        embedded, with the vector inlined. (``[ObjectRef]``, a ref in a list, is also
-        accepted: the search is planned first and the vector fetched after; on this
-        2-core machine that measured 0.4-0.7 ms slower, the fetch costing more than
-        the overlap saves.)
+        embedder's ObjectRef as ``vector`` (one row): Ray calls this method once the
+        query is embedded, with the vector inlined. (Planning first and fetching the
+        vector after measured 0.4-0.7 ms slower on this 2-core machine: the fetch
+        back from the caller cost more than the overlap saved.)
         """
         context, k, kinds, statuses, query, options = request
         plan = self._shard.plan_search(context, k, kinds=kinds, statuses=statuses, query=query, options=options)
-        if isinstance(vector, list):
-            import ray
-
-            vector = ray.get(vector[0], timeout=120)
         vector = np.asarray(vector)
         return self._shard.run_search(plan, vector[0] if vector.ndim == 2 else vector)
 

@@ -84,26 +84,6 @@ class RecallReader:
         return None if stored is None or stored.embedding is None else np.asarray(stored.embedding)
 
     # ------------------------------------------------------------------- reads
-    def search(
-        self,
-        context: Context,
-        vector: np.ndarray,
-        k: int = 10,
-        *,
-        kinds: Sequence[MemoryKind] | None = None,
-        statuses: Sequence[MemoryStatus] | None = None,
-        touch: bool = True,
-        as_of: float | None = None,
-        query: str | None = None,
-        options: RecallOptions | None = None,
-        linked: Mapping[str, float] | None = None,
-    ) -> list[RecallHit]:
-        """``linked``: memories linked to the query by the shard's graph, with their link score."""
-        plan = self.plan(
-            context, k, kinds=kinds, statuses=statuses, touch=touch, as_of=as_of, query=query, options=options
-        )
-        return self.execute(plan, vector, linked)
-
     def plan(
         self,
         context: Context,

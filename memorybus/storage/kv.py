@@ -59,7 +59,7 @@ class SqliteKV:
         return bytes(rows[0][0]) if rows else None
 
     def put(self, key: str, value: bytes) -> None:
-        self._run("INSERT INTO kv(k, v) VALUES (?, ?) ON CONFLICT(k) DO UPDATE SET v=excluded.v", (key, value))
+        self.put_many({key: value})
 
     def put_many(self, items: dict[str, bytes]) -> None:
         if not items:
