@@ -113,8 +113,11 @@ def cluster_memories(nodes: Sequence[MemoryNode], policy: ConsolidationPolicy) -
     """Greedy centroid clustering of one scope's episodic memories (oldest first).
 
     Each memory joins the most similar cluster whose centroid it reaches with
-    cosine >= ``similarity``, else starts a new one. Only the ``max_candidates``
-    most recent memories are considered per run. Deterministic for a given input.
+    cosine >= ``similarity``, else starts a new one. Then clusters whose centroids
+    reach ``similarity`` with each other are merged: the greedy pass depends on the
+    order of the memories (the same paraphrases could seed two clusters), the
+    merge makes the result not depend on it. Only the ``max_candidates`` most recent
+    memories are considered per run. Deterministic for a given input.
     """
     items = sorted((n for n in nodes if n.embedding is not None), key=lambda n: (n.created_at, n.id))
     items = items[-policy.max_candidates :]
@@ -139,11 +142,43 @@ def cluster_memories(nodes: Sequence[MemoryNode], policy: ConsolidationPolicy) -
         members[best].append(node)
         sums[best] += v
         unit[best] = sums[best] / (np.linalg.norm(sums[best]) or 1.0)
+    _merge_close(members, sums, unit, policy.similarity)
     return [
         Cluster(group[0].scope.key, group, unit[i].astype(np.float32))
         for i, group in enumerate(members)
         if len(group) >= policy.min_cluster
     ]
+
+
+def _merge_close(members: list[list[MemoryNode]], sums: np.ndarray, unit: np.ndarray, similarity: float) -> None:
+    """Merge, closest pair first, clusters whose centroids have cosine >= ``similarity``
+    (in place; merged clusters are removed from ``members`` and the arrays compacted)."""
+    k = len(members)
+    if k < 2:
+        return
+    sims = unit[:k] @ unit[:k].T
+    np.fill_diagonal(sims, -np.inf)
+    alive = np.ones(k, dtype=bool)
+    while True:
+        flat = int(np.argmax(sims))
+        i, j = divmod(flat, k)
+        if sims[i, j] < similarity:
+            break
+        i, j = min(i, j), max(i, j)
+        members[i] = sorted(members[i] + members[j], key=lambda n: (n.created_at, n.id))
+        members[j] = []
+        alive[j] = False
+        sums[i] += sums[j]
+        unit[i] = sums[i] / (np.linalg.norm(sums[i]) or 1.0)
+        sims[j, :] = sims[:, j] = -np.inf
+        row = unit[:k] @ unit[i]
+        row[~alive] = -np.inf
+        row[i] = -np.inf
+        sims[i, :] = sims[:, i] = row
+    keep = np.flatnonzero(alive)
+    members[:] = [members[i] for i in keep]
+    unit[: len(keep)] = unit[keep]
+    sums[: len(keep)] = sums[keep]
 
 
 _WORD = re.compile(r"[A-Za-z][A-Za-z'\-]+")
