@@ -42,6 +42,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--raw-sample", type=int, default=4000)
     p.add_argument("--shards", type=int, default=2)
     p.add_argument("--weight", action="append", default=[], metavar="NAME=VALUE")
+    p.add_argument(
+        "--query-encoder",
+        choices=("auto", "local", "embedder"),
+        default="auto",
+        help="Config.query_encoder (auto: this script's synchronous recalls embed the query in this process)",
+    )
     p.add_argument("--out", default=None)
     args = p.parse_args(argv)
     ray_tmp = prepare_env()
@@ -81,8 +87,13 @@ def main(argv: list[str] | None = None) -> int:
     res: dict[str, Any] = {"n": args.n, "users": args.users, "shards": args.shards, "loadavg_start": os.getloadavg()}
     try:
         cfg = Config.embedded(
-            data_dir, num_shards=args.shards, namespace="mb_speed", ranking=ranking, embedder_num_cpus=2.0
-        )  # the embedder gets the raw model's two threads
+            data_dir,
+            num_shards=args.shards,
+            namespace="mb_speed",
+            ranking=ranking,
+            embedder_num_cpus=2.0,  # the embedder gets the raw model's two threads
+            query_encoder=args.query_encoder,
+        )
         bus = memorybus.connect(cfg, num_cpus=3, include_dashboard=False, log_to_driver=False)
         try:
             bus.embed(["warm up"])
@@ -130,6 +141,7 @@ def main(argv: list[str] | None = None) -> int:
         },
         "loadavg_end": os.getloadavg(),
         "ranking": str(ranking),
+        "query_encoder": args.query_encoder,
     }
     print(json.dumps(res, indent=2, default=float))
     if args.out:

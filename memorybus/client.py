@@ -17,7 +17,7 @@ import contextlib
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -38,6 +38,9 @@ from memorybus.retrieval import DEFAULT_STATUSES, RecallHit, merge_hits
 from memorybus.retrieval.hybrid import RecallOptions
 from memorybus.retrieval.structure import embedding_texts
 from memorybus.scopes import Context, Level, Router, Scope
+
+if TYPE_CHECKING:
+    from memorybus.embedding import Embedder
 
 _REMEMBER_FIELDS = frozenset(
     {
@@ -78,6 +81,7 @@ class MemoryBus(BusClientMixin, MaintenanceClientMixin):
         self._hubs: list[Any] | None = None
         self._maintenance: dict[str, Any] = {}
         self._rr = 0
+        self._local_failed = False
         if _create:
             self._create_actors()
 
@@ -110,20 +114,31 @@ class MemoryBus(BusClientMixin, MaintenanceClientMixin):
             ]
         return self._shards
 
-    def _local_encoder(self) -> Any:
-        """The model in this process, for queries (``RankingWeights.local_query_encoder``)."""
-        encoder = getattr(self, "_query_encoder", None)
-        if encoder is None:
-            from memorybus.embedding import Embedder
+    def _local_encoder(self) -> Embedder | None:
+        """The query encoder in this process, or None when ``query_encoder="auto"`` and
+        the model cannot be loaded here (the embedder actor is used instead)."""
+        if self._local_failed:
+            return None
+        from memorybus.embedding import shared_query_encoder
 
-            encoder = Embedder(
-                self.config.resolved_model_path(),
-                threads=max(1, int(self.config.embedder_num_cpus)),
-                batch_size=self.config.embed_batch_size,
-                cache_size=1000,
-            )
-            self._query_encoder = encoder
-        return encoder
+        try:
+            return shared_query_encoder(self.config.resolved_model_path())
+        except (MemoryBusError, OSError, ImportError):
+            if self.config.query_encoder == "local":
+                raise
+            self._local_failed = True
+            return None
+
+    def _encodes_queries_here(self, blocking: bool) -> bool:
+        """Whether a recall embeds its query in this process (see ``Config.query_encoder``)."""
+        mode = self.config.query_encoder
+        if mode != "auto":
+            return mode == "local"
+        if not blocking or self._local_failed:
+            return False
+        import ray
+
+        return ray.get_runtime_context().get_task_id() is None  # a driver, not a Ray worker
 
     def _embedder(self) -> Any:
         if self._embedders is None:
@@ -247,6 +262,7 @@ class MemoryBus(BusClientMixin, MaintenanceClientMixin):
         start: float | None = None,
         end: float | None = None,
         options: RecallOptions | None = None,
+        blocking: bool = False,
     ) -> Op[list[RecallHit]]:
         _check_context(context)
         if not isinstance(query, str) or not query.strip():
@@ -273,13 +289,11 @@ class MemoryBus(BusClientMixin, MaintenanceClientMixin):
         ).validate()
         handles = self._shard_handles()
         owners = self._owners(context)
-        if self.config.ranking.local_query_encoder:
-            # the query is embedded here, in the caller's process: no embedder round trip
-            vector: Any = self._local_encoder().encode([query])[0]
-        else:
-            # the vector's ref: Ray starts the shards' searches once the query is embedded,
-            # with the vector inlined in the call (no fetch back from this process)
-            vector = self._embedder().encode.remote([query])
+        encoder = self._local_encoder() if self._encodes_queries_here(blocking) else None
+        # embedded here, in the caller's process (no embedder round trip); or the vector's
+        # ref: Ray starts the shards' searches once the embedder has it, with the vector
+        # inlined in the call (no fetch back from this process)
+        vector: Any = encoder.encode([query])[0] if encoder is not None else self._embedder().encode.remote([query])
         request = (context, k, kind_list or None, status_list, query, opts)
         refs = [handles[i].recall.remote(request, vector) for i in owners]
         groups = yield refs
@@ -313,11 +327,10 @@ class MemoryBus(BusClientMixin, MaintenanceClientMixin):
         relative expressions ("last week"), or makes the recall read-only
         (``touch=False``).
         """
-        return runtime.run_sync(
-            self._recall_op(
-                query, context, k, kinds, statuses, include_archived, include_deprecated, as_of, start, end, options
-            )
+        op = self._recall_op(
+            query, context, k, kinds, statuses, include_archived, include_deprecated, as_of, start, end, options, True
         )
+        return runtime.run_sync(op)
 
     async def recall_async(
         self,
@@ -342,11 +355,17 @@ class MemoryBus(BusClientMixin, MaintenanceClientMixin):
 
     # ---------------------------------------------------------- prompt context
     def _context_for_op(
-        self, query: str, context: Context, token_budget: int, k: int, options: RecallOptions | None
+        self,
+        query: str,
+        context: Context,
+        token_budget: int,
+        k: int,
+        options: RecallOptions | None,
+        blocking: bool = False,
     ) -> Op[ContextBlock]:
         if isinstance(token_budget, bool) or not isinstance(token_budget, int) or token_budget < 1:
             raise InvalidRequest("token_budget", "must be a positive int")
-        recall = self._recall_op(query, context, k, None, None, False, False, None, None, None, options)
+        recall = self._recall_op(query, context, k, None, None, False, False, None, None, None, options, blocking)
         hits = yield from recall
         owners = sorted({self.router.shard_for(s.key) for s in context.visible_scopes()})
         handles = self._shard_handles()
@@ -380,7 +399,7 @@ class MemoryBus(BusClientMixin, MaintenanceClientMixin):
         ``options`` as for :meth:`recall` (e.g. ``RecallOptions(neighbors=1)``
         to bring the turns around each hit).
         """
-        return runtime.run_sync(self._context_for_op(query, context, token_budget, k, options))
+        return runtime.run_sync(self._context_for_op(query, context, token_budget, k, options, blocking=True))
 
     async def context_for_async(
         self,

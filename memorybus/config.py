@@ -40,9 +40,6 @@ class RankingWeights:
     plus this share of its session predecessor's; 0 turns it off; no extra model
     work). ``contextual_text``: also embed the predecessor's text with the memory
     (more model work per memory; off by default). ``hybrid=False``: dense only.
-    ``local_query_encoder``: the client embeds queries in its own process (loads
-    the model there once) instead of asking the embedder actor: one round trip
-    less per recall; memories are still embedded by the batching embedder.
     Candidates: the top ``dense_candidates`` by cosine (exact over the shard's
     vector cache when the visible memories number at most ``exact_dense_limit``,
     else from the vector index) and ``keyword_candidates`` by BM25 (``bm25_k1``,
@@ -72,7 +69,6 @@ class RankingWeights:
     keyword_candidates: int = 100
     context_mix: float = 0.35
     contextual_text: bool = False
-    local_query_encoder: bool = False
     bm25_k1: float = 1.2
     bm25_b: float = 0.75
 
@@ -154,6 +150,13 @@ class Config:
     embedder_num_cpus: float = 1.0
     embed_batch_size: int = 32
     embed_cache_size: int = 20_000
+    #: where recall embeds its query: "embedder" (the batching embedder actor), "local"
+    #: (the caller's process; the model is loaded there once), or "auto": local for
+    #: synchronous calls from a process that is not a Ray worker (a driver script),
+    #: the embedder actor for async calls and calls from inside Ray tasks and actors
+    #: (many agents: their queries batch together). Memories are always embedded by
+    #: the embedder actor.
+    query_encoder: Literal["auto", "local", "embedder"] = "auto"
     shard_num_cpus: float = 0.05
     #: custom Ray resources each shard / embedder actor requires (placement), e.g. {"memory_node": 0.01}
     shard_resources: tuple[tuple[str, float], ...] = ()
@@ -202,6 +205,8 @@ class Config:
             raise ConfigError("namespace", "must be non-empty letters, digits, '-' or '_'")
         if self.embedding_dim < 1:
             raise ConfigError("embedding_dim", "must be positive")
+        if self.query_encoder not in ("auto", "local", "embedder"):
+            raise ConfigError("query_encoder", "must be 'auto', 'local' or 'embedder'")
         if self.embedder_replicas < 1:
             raise ConfigError("embedder_replicas", "must be >= 1")
         if not 1 <= self.embed_batch_size <= 512:

@@ -40,7 +40,7 @@ class Embedder:
         self,
         model_path: str,
         *,
-        threads: int = 1,
+        threads: int | None = 1,
         batch_size: int = 32,
         cache_size: int = 20_000,
         lean: bool = True,
@@ -59,7 +59,8 @@ class Embedder:
         except ImportError:  # pragma: no cover - transformers always ships with s-t
             pass
 
-        torch.set_num_threads(max(1, threads))
+        if threads is not None:  # None: leave the process's torch setting alone
+            torch.set_num_threads(max(1, threads))
         try:
             self.model = SentenceTransformer(str(model_path), device="cpu")
         except Exception as exc:
@@ -73,6 +74,9 @@ class Embedder:
         # changes its padding or truncation (huggingface/tokenizers "Already borrowed"):
         # the actor counts tokens on its event loop while its model thread encodes
         self._tokenizer_lock = threading.Lock()
+        # one encode at a time: the cache is not thread-safe, and two model runs at once
+        # only oversubscribe the cores (an in-process query encoder may be shared by threads)
+        self._encode_lock = threading.Lock()
         self._lean = self._lean_parts() if lean else None
         self.batch_size = batch_size
         self.cache_size = cache_size
@@ -133,6 +137,10 @@ class Embedder:
             raise InvalidRequest("texts", "must be a list of strings, not a string")
         if not all(isinstance(t, str) for t in texts):
             raise InvalidRequest("texts", "must contain only strings")
+        with self._encode_lock:
+            return self._encode(texts)
+
+    def _encode(self, texts: Sequence[str]) -> np.ndarray:
         out = np.empty((len(texts), self.dim), dtype=np.float32)
         missing: dict[bytes, list[int]] = {}
         for i, text in enumerate(texts):
@@ -167,6 +175,24 @@ class Embedder:
         """Number of model tokens in ``text`` (no truncation)."""
         with self._tokenizer_lock:
             return len(self.model.tokenizer(text, add_special_tokens=False)["input_ids"])
+
+
+_SHARED: dict[str, Embedder] = {}
+_SHARED_LOCK = threading.Lock()
+
+
+def shared_query_encoder(model_path: str) -> Embedder:
+    """This process's query encoder for ``model_path``, loaded on first use.
+
+    Every client in the process shares it. It keeps the process's torch thread
+    setting (the caller's process is not one memorybus placed), and a small
+    cache: repeated queries are not encoded twice.
+    """
+    with _SHARED_LOCK:
+        encoder = _SHARED.get(model_path)
+        if encoder is None:
+            encoder = _SHARED[model_path] = Embedder(model_path, threads=None, cache_size=1000)
+        return encoder
 
 
 @dataclass

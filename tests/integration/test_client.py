@@ -238,6 +238,52 @@ def test_client_pickles_into_tasks_and_actors(bus):
     ray.kill(agent)
 
 
+def test_queries_are_embedded_where_the_config_says(bus, tmp_path):
+    """``query_encoder="auto"``: a synchronous recall from the driver embeds its query
+    in this process; async recalls, recalls inside Ray workers, and a process that
+    cannot load the model use the embedder actor. The vectors agree either way."""
+    o = org()
+    ctx = Context(o, "u1")
+    target = bus.remember("the staging database lives in Frankfurt", ctx)
+    bus.remember_many(["the cat is called Miso", "invoices go out on Fridays"], ctx)
+    assert bus.config.query_encoder == "auto"
+
+    def encoded():
+        return ray.get(bus._embedder().stats.remote(), timeout=30)["encoded"]
+
+    def top(b, q):
+        return [(h.node.id, h.score) for h in b.recall(q, ctx, k=3)]
+
+    before = encoded()
+    here = top(bus, "where is the staging database?")
+    assert encoded() == before  # embedded in this process
+    via_actor = mb.MemoryBus(bus.config.with_(query_encoder="embedder"))
+    there = top(via_actor, "where is the staging database?")
+    assert encoded() == before + 1
+    assert here[0][0] == there[0][0] == target.id
+    assert [i for i, _ in here] == [i for i, _ in there]
+    assert np.allclose([s for _, s in here], [s for _, s in there], atol=1e-4)
+
+    hits = asyncio.run(bus.recall_async("which city hosts staging?", ctx, k=1))
+    assert hits[0].node.id == target.id and encoded() == before + 2
+
+    @ray.remote(num_cpus=0)
+    def in_task(b, q):
+        return b.recall(q, Context(o, "u1"), k=1)[0].node.id
+
+    assert ray.get(in_task.remote(bus, "staging database location"), timeout=60) == target.id
+    assert encoded() == before + 3
+
+    missing = str(tmp_path / "no-model-here")
+    fallback = mb.MemoryBus(bus.config.with_(model_path=missing))
+    assert top(fallback, "Frankfurt database")[0][0] == target.id
+    assert encoded() == before + 4
+    strict = mb.MemoryBus(bus.config.with_(model_path=missing, query_encoder="local"))
+    with pytest.raises(mb.MemoryBusError):
+        strict.recall("Frankfurt database again", ctx, k=1)
+    assert encoded() == before + 4
+
+
 def test_access_statistics_are_recorded(bus):
     ctx = Context(org(), "u1")
     n = bus.remember("the wifi password is on the fridge", ctx)

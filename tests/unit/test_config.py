@@ -22,6 +22,7 @@ def test_factories():
         {"embedder_replicas": 0},
         {"embed_batch_size": 0},
         {"vector_backend": "faiss"},
+        {"query_encoder": "gpu"},
     ],
 )
 def test_bad_config(kw):
