@@ -233,11 +233,23 @@ class BatchingEmbedder:
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
         loop = asyncio.get_running_loop()
+        order = None
+        if len(texts) > self.small:
+            # a long request is cut into model batches in order of length, so each batch
+            # pads little (as SentenceTransformer.encode does over its whole input): on
+            # conversation turns this is ~1.7x the rate of batches cut in arrival order
+            order = sorted(range(len(texts)), key=lambda i: -len(texts[i]))
+            texts = [texts[i] for i in order]
         req = _Request(texts, loop.create_future(), np.empty((len(texts), self.dim), np.float32))
-        (self._small if len(texts) <= self.small else self._large).append(req)
+        (self._small if order is None else self._large).append(req)
         if self._worker is None or self._worker.done():
             self._worker = loop.create_task(self._run())
-        return await req.future
+        result = await req.future
+        if order is None:
+            return result
+        out = np.empty_like(result)
+        out[order] = result
+        return out
 
     def _take(self) -> list[tuple[_Request, int, int]]:
         parts: list[tuple[_Request, int, int]] = []

@@ -221,7 +221,8 @@ _CONNECTOR = r"(?:of|de|da|du|del|van|von|der|den|&)"
 _NAME = rf"{_CAP}(?:[ \t]+(?:{_CONNECTOR}[ \t]+)?{_CAP})*"
 _NAME_RE = re.compile(_NAME)
 _CONNECTOR_RE = re.compile(rf"[ \t]+{_CONNECTOR}[ \t]+")
-_SENTENCE = re.compile("".join(rf"(?<!\b{a}\.)" for a in _ABBREVIATIONS) + r"(?<=[.!?;])\s+|\n+")
+# the punctuation lookbehind first: most positions fail it before the abbreviation checks
+_SENTENCE = re.compile(r"(?<=[.!?;])" + "".join(rf"(?<!\b{a}\.)" for a in _ABBREVIATIONS) + r"\s+|\n+")
 _ADV = r"(?:(?:now|currently|also|recently|just|still|officially|finally|has|have)\s+)*"
 _ADV_AFTER = r"(?:(?:now|currently|also|still|officially)\s+)?"
 _FUNCTION_WORDS = (
@@ -255,6 +256,16 @@ _RELATION_RES = tuple(
     (predicate, re.compile(rf"(?P<s>{_NAME})\.?\s+{_ADV}(?:{verb})\s+(?:the\s+)?(?P<o>{_NAME})"))
     for predicate, verb in _RELATIONS
 )
+# words every match of a relation contains: a sentence without them skips that relation's
+# pattern, which would otherwise try a name at every position (most of the cost of a write)
+_RELATION_GUARDS = {
+    "ceo_of": re.compile(r"CEO|chief"),
+    "works_at": re.compile(r"work|joined|employed|\sat\s"),
+    "lives_in": re.compile(r"liv|resid|moved|relocated"),
+    "headquartered_in": re.compile(r"headquarter|based"),
+    "located_in": re.compile(r"located"),
+}
+_IS_GUARD = re.compile(r"\s(?:is|am)\s")
 _IS_RE = re.compile(
     rf"(?P<s>{_NAME})\.?\s+(?:is|am)\s+{_ADV_AFTER}"
     rf"(?:(?:a|an|the)\s+(?P<l>{_LOWER}(?:\s+{_LOWER}){{0,3}})\b|(?:(?:a|an|the)\s+)?(?P<o>{_NAME}))"
@@ -332,10 +343,12 @@ def extract_triples(text: str, *, self_name: str | None = None) -> list[tuple[st
     for sentence in _SENTENCE.split(text):
         spans: list[tuple[int, int]] = []
         for predicate, regex in _RELATION_RES:
+            if _RELATION_GUARDS[predicate].search(sentence) is None:
+                continue
             for m in regex.finditer(sentence):
                 spans.append(m.span())
                 found.append((m.start(), _subject(m["s"], self_name), predicate, m["o"]))
-        for m in _IS_RE.finditer(sentence):
+        for m in _IS_RE.finditer(sentence) if _IS_GUARD.search(sentence) else ():
             if any(a < m.end() and m.start() < b for a, b in spans):
                 continue
             found.append((m.start(), _subject(m["s"], self_name), "is", m["l"] or m["o"]))

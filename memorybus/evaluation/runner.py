@@ -40,6 +40,9 @@ from memorybus.evaluation.report import log, plot_by_category, progress, write_j
 
 KS = (1, 5, 10)
 RAW_BATCH = 32
+#: texts per raw ``encode`` call: SentenceTransformer sorts a call's texts by length
+#: before cutting model batches, as a user encoding a corpus in one call gets
+RAW_CALL = 1024
 WARMUP = 5
 
 
@@ -63,8 +66,8 @@ class RawModel:
     def encode_all(self, texts: Sequence[str], desc: str, show: bool) -> tuple[np.ndarray, float]:
         out = np.empty((len(texts), self.embedder.dim), dtype=np.float32)
         t0 = time.perf_counter()
-        for start in progress(range(0, len(texts), RAW_BATCH), desc, (len(texts) + RAW_BATCH - 1) // RAW_BATCH, show):
-            out[start : start + RAW_BATCH] = self.embedder.encode(list(texts[start : start + RAW_BATCH]))
+        for start in progress(range(0, len(texts), RAW_CALL), desc, (len(texts) + RAW_CALL - 1) // RAW_CALL, show):
+            out[start : start + RAW_CALL] = self.embedder.encode(list(texts[start : start + RAW_CALL]))
         return out, len(texts) / max(1e-9, time.perf_counter() - t0)
 
     def query(self, text: str, docs: np.ndarray, k: int = 10) -> tuple[np.ndarray, float]:

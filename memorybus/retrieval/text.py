@@ -5,6 +5,7 @@ Everything here is pure and deterministic (no model, no I/O).
 
 from __future__ import annotations
 
+import functools
 import re
 
 _WORD = re.compile(r"[a-z0-9]+(?:'[a-z]+)?")
@@ -258,11 +259,13 @@ _SUFFIXES = (
 )
 
 
+@functools.lru_cache(maxsize=1 << 16)
 def stem(word: str) -> str:
     """A light suffix stripper: ``painting``/``painted``/``paints`` -> ``paint``.
 
     Deliberately conservative (keeps at least three letters, undoubles a final
-    consonant pair); enough to join inflections in keyword recall.
+    consonant pair); enough to join inflections in keyword recall. Cached: a
+    conversation repeats its words, and every write and query tokenises.
     """
     if len(word) <= 3 or not word.isalpha():
         return word

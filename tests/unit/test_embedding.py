@@ -1,6 +1,7 @@
 """The real all-MiniLM-L6-v2 model: batching, caching, ordering."""
 
 import asyncio
+import itertools
 
 import numpy as np
 import pytest
@@ -53,6 +54,27 @@ def test_batching_merges_concurrent_requests_and_keeps_order(embedder):
         assert np.allclose(r, embedder.encode(q), atol=1e-5)
     # 46 texts in batches of at most 16 -> at least 3 batches, but far fewer than 7 calls
     assert 3 <= batching.batches <= 5
+
+
+def test_long_requests_are_batched_by_length_and_returned_in_order(embedder, monkeypatch):
+    """A long request (ingest) is cut into model batches in order of length, so a batch
+    of short texts is not padded to a long one; the caller gets its own order back."""
+    batching = BatchingEmbedder(embedder, max_batch=8)
+    texts = [f"short {i}" if i % 2 else f"a much longer memory text, number {i}, " * (1 + i % 5) for i in range(40)]
+    seen: list[list[str]] = []
+    real = embedder.encode
+
+    def recording(batch):
+        seen.append(list(batch))
+        return real(batch)
+
+    monkeypatch.setattr(embedder, "encode", recording)
+    out = asyncio.run(batching.encode(texts))
+    monkeypatch.undo()
+    assert np.allclose(out, embedder.encode(texts), atol=1e-5)
+    assert sorted(t for b in seen for t in b) == sorted(texts) and len(seen) == 5
+    for longer, shorter in itertools.pairwise(seen):
+        assert min(map(len, longer)) >= max(map(len, shorter))
 
 
 def test_lean_path_gives_the_sentence_transformers_vectors(embedder):
