@@ -2,11 +2,11 @@
 
 The raw model runs in this process beside the bus, and every raw timing is
 paired with a bus timing under the same load: before each ``remember_many``
-call the raw model encodes a same-share chunk of a ``--raw-sample`` sample
-(batched encode rate), and before each ``recall(k=10)`` it encodes the query
-and brute-forces the top 10 over ``--n`` unit vectors (the cost of brute force
-depends on the count, not the values, so random vectors stand in for the
-corpus). The bus ingests all ``--n`` texts (``--users`` user scopes, round
+call the raw model encodes a same-share chunk (at least 256 texts, in one call)
+of a ``--raw-sample`` sample (batched encode rate), and before each
+``recall(k=10)`` it encodes the query and brute-forces the top 10 over ``--n``
+unit vectors (the cost of brute force depends on the count, not the values, so
+random vectors stand in for the corpus). The bus ingests all ``--n`` texts (``--users`` user scopes, round
 robin by call); recall uses the default, hybrid configuration.
 
 Example::
@@ -99,7 +99,9 @@ def main(argv: list[str] | None = None) -> int:
             bus.embed(["warm up"])
             ingest = 0.0
             calls = list(range(0, args.n, args.batch))
-            per_call = max(32, len(sample_texts) * args.batch // args.n)
+            # at least 256 texts per raw call: SentenceTransformer sorts a call's texts by
+            # length, and a user encoding a corpus passes long lists
+            per_call = max(256, len(sample_texts) * args.batch // args.n)
             for call, start in enumerate(progress(calls, "ingest (raw sample, bus)", len(calls))):
                 chunk = [sample_texts[(start + i) % len(sample_texts)] for i in range(per_call)]
                 _, rate = raw.encode_all(chunk, "", False)
