@@ -68,6 +68,18 @@ _REMEMBER_FIELDS = frozenset(
 )
 
 
+def _in_ray_worker() -> bool:
+    """Whether this process is a Ray task or actor worker (not a driver)."""
+    import ray
+
+    try:  # what RuntimeContext checks itself (its getters warn when called in a driver)
+        from ray._private.worker import WORKER_MODE
+
+        return bool(ray.get_runtime_context().worker.mode == WORKER_MODE)
+    except (ImportError, AttributeError):  # pragma: no cover - other Ray versions
+        return ray.get_runtime_context().get_actor_id() is not None
+
+
 class MemoryBus(BusClientMixin, MaintenanceClientMixin):
     """A handle on the memory bus. Cheap to pickle; actors are found by name."""
 
@@ -134,11 +146,7 @@ class MemoryBus(BusClientMixin, MaintenanceClientMixin):
         mode = self.config.query_encoder
         if mode != "auto":
             return mode == "local"
-        if not blocking or self._local_failed:
-            return False
-        import ray
-
-        return ray.get_runtime_context().get_task_id() is None  # a driver, not a Ray worker
+        return blocking and not self._local_failed and not _in_ray_worker()
 
     def _embedder(self) -> Any:
         if self._embedders is None:

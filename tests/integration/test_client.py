@@ -238,7 +238,7 @@ def test_client_pickles_into_tasks_and_actors(bus):
     ray.kill(agent)
 
 
-def test_queries_are_embedded_where_the_config_says(bus, tmp_path):
+def test_queries_are_embedded_where_the_config_says(bus, tmp_path, capfd):
     """``query_encoder="auto"``: a synchronous recall from the driver embeds its query
     in this process; async recalls, recalls inside Ray workers, and a process that
     cannot load the model use the embedder actor. The vectors agree either way."""
@@ -255,8 +255,10 @@ def test_queries_are_embedded_where_the_config_says(bus, tmp_path):
         return [(h.node.id, h.score) for h in b.recall(q, ctx, k=3)]
 
     before = encoded()
+    capfd.readouterr()
     here = top(bus, "where is the staging database?")
     assert encoded() == before  # embedded in this process
+    assert "only available when the process is a worker" not in capfd.readouterr().err  # no Ray warning
     via_actor = mb.MemoryBus(bus.config.with_(query_encoder="embedder"))
     there = top(via_actor, "where is the staging database?")
     assert encoded() == before + 1
