@@ -257,7 +257,7 @@ _RELATION_RES = tuple(
     for predicate, verb in _RELATIONS
 )
 # words every match of a relation contains: a sentence without them skips that relation's
-# pattern, which would otherwise try a name at every position (most of the cost of a write)
+# pattern, which would otherwise try to start a name at every position of the sentence
 _RELATION_GUARDS = {
     "ceo_of": re.compile(r"CEO|chief"),
     "works_at": re.compile(r"work|joined|employed|\sat\s"),
