@@ -68,18 +68,6 @@ _REMEMBER_FIELDS = frozenset(
 )
 
 
-def _in_ray_worker() -> bool:
-    """Whether this process is a Ray task or actor worker (not a driver)."""
-    import ray
-
-    try:  # what RuntimeContext checks itself (its getters warn when called in a driver)
-        from ray._private.worker import WORKER_MODE
-
-        return bool(ray.get_runtime_context().worker.mode == WORKER_MODE)
-    except (ImportError, AttributeError):  # pragma: no cover - other Ray versions
-        return ray.get_runtime_context().get_actor_id() is not None
-
-
 class MemoryBus(BusClientMixin, MaintenanceClientMixin):
     """A handle on the memory bus. Cheap to pickle; actors are found by name."""
 
@@ -146,7 +134,7 @@ class MemoryBus(BusClientMixin, MaintenanceClientMixin):
         mode = self.config.query_encoder
         if mode != "auto":
             return mode == "local"
-        return blocking and not self._local_failed and not _in_ray_worker()
+        return blocking and not self._local_failed and not runtime.in_ray_worker()
 
     def _embedder(self) -> Any:
         if self._embedders is None:
@@ -375,7 +363,7 @@ class MemoryBus(BusClientMixin, MaintenanceClientMixin):
             raise InvalidRequest("token_budget", "must be a positive int")
         recall = self._recall_op(query, context, k, None, None, False, False, None, None, None, options, blocking)
         hits = yield from recall
-        owners = sorted({self.router.shard_for(s.key) for s in context.visible_scopes()})
+        owners = self._owners(context)
         handles = self._shard_handles()
         pinned_groups = yield [handles[i].pinned.remote(context) for i in owners]
         builder = ContextBuilder([n for g in pinned_groups for n in g], hits, token_budget)

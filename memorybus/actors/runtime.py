@@ -48,6 +48,16 @@ def unwrap(exc: BaseException) -> BaseException:
     return exc
 
 
+def in_ray_worker() -> bool:
+    """Whether this process is a Ray task or actor worker (not a driver)."""
+    try:  # what RuntimeContext checks itself (its getters warn when called in a driver)
+        from ray._private.worker import WORKER_MODE
+
+        return bool(ray.get_runtime_context().worker.mode == WORKER_MODE)
+    except (ImportError, AttributeError):  # pragma: no cover - other Ray versions
+        return ray.get_runtime_context().get_actor_id() is not None
+
+
 def _get_settled(refs: list[Any], timeout: float | None) -> list[Any]:
     out: list[Any] = []
     for ref in refs:

@@ -164,9 +164,9 @@ class ShardActor:
         back from the caller cost more than the overlap saved.)
         """
         context, k, kinds, statuses, query, options = request
-        plan = self._shard.plan_search(context, k, kinds=kinds, statuses=statuses, query=query, options=options)
-        vector = np.asarray(vector)
-        return self._shard.run_search(plan, vector[0] if vector.ndim == 2 else vector)
+        return self._shard.search(
+            context, np.asarray(vector), k, kinds=kinds, statuses=statuses, query=query, options=options
+        )
 
     def pinned(self, context: Context) -> list[MemoryNode]:
         return self._shard.pinned(context)

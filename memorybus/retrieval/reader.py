@@ -97,7 +97,7 @@ class RecallReader:
         options: RecallOptions | None = None,
     ) -> SearchPlan:
         """Everything a search needs but the query vector: checks, filters, the parsed
-        query and the keyword candidates (so it can run while the query is embedded)."""
+        query and the keyword candidates; :meth:`execute` finishes it with the vector."""
         shard = self.shard
         context = shard._check_context(context)
         if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= 1000:

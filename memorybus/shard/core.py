@@ -19,7 +19,7 @@ from memorybus.graph import entities as graph_entities
 from memorybus.model import DEFAULT_MAX_CONTENT_CHARS, MemoryKind, MemoryNode, MemoryStatus, evolve
 from memorybus.retrieval import RecallHit
 from memorybus.retrieval.hybrid import RecallOptions
-from memorybus.retrieval.reader import RecallReader, SearchPlan
+from memorybus.retrieval.reader import RecallReader
 from memorybus.scopes import Context
 from memorybus.shard.facts import FactsMixin
 from memorybus.shard.maintenance import MaintenanceMixin
@@ -150,36 +150,12 @@ class Shard(WritesMixin, FactsMixin, MaintenanceMixin):
         ``as_of``: the state at that time — memories valid then (``valid_from <= t <
         valid_to``), including facts deprecated since, excluding later ones.
         """
-        plan = self.plan_search(
-            context, k, kinds=kinds, statuses=statuses, touch=touch, as_of=as_of, query=query, options=options
-        )
-        return self.run_search(plan, vector)
-
-    def plan_search(
-        self,
-        context: Context,
-        k: int = 10,
-        *,
-        kinds: Sequence[MemoryKind] | None = None,
-        statuses: Sequence[MemoryStatus] | None = None,
-        touch: bool = True,
-        as_of: float | None = None,
-        query: str | None = None,
-        options: RecallOptions | None = None,
-    ) -> tuple[SearchPlan, dict[str, float]]:
-        """The part of :meth:`search` that needs no query vector (checks, keyword
-        candidates, graph links): the actor runs it while the query is embedded."""
         plan = self._recall.plan(
             context, k, kinds=kinds, statuses=statuses, touch=touch, as_of=as_of, query=query, options=options
         )
         # memories the temporal graph links to the query's entities: one more fused signal
         use_graph = self.ranking.graph > 0 and self._recall.has_facts(plan.context)
         linked = self._graph_links(plan.context, query, plan.options.as_of) if query and use_graph else {}
-        return plan, linked
-
-    def run_search(self, planned: tuple[SearchPlan, dict[str, float]], vector: np.ndarray) -> list[RecallHit]:
-        """Finish a search planned by :meth:`plan_search` with the query vector."""
-        plan, linked = planned
         return self._recall.execute(plan, vector, linked)
 
     def _graph_links(self, context: Context, query: str, as_of: float | None) -> dict[str, float]:
