@@ -12,6 +12,7 @@ Public API::
 from memorybus.bus.conflicts import Strategy
 from memorybus.client import MemoryBus, connect
 from memorybus.client_bus import Inbox, Subscription
+from memorybus.client_list import MemoryPage
 from memorybus.clock import Clock, ManualClock, SystemClock
 from memorybus.config import BusPolicy, Config, RankingWeights
 from memorybus.errors import (
@@ -28,7 +29,7 @@ from memorybus.errors import (
 )
 from memorybus.events import Event, EventFilter, EventKind
 from memorybus.model import MemoryKind, MemoryNode, MemoryStatus, salience
-from memorybus.retrieval import RecallHit
+from memorybus.retrieval import RecallHit, RecallOptions
 from memorybus.scopes import Context, Level, Scope
 from memorybus.shard import FactResult
 
@@ -56,9 +57,11 @@ __all__ = [
     "MemoryKind",
     "MemoryNode",
     "MemoryNotFound",
+    "MemoryPage",
     "MemoryStatus",
     "RankingWeights",
     "RecallHit",
+    "RecallOptions",
     "Scope",
     "ScopeViolation",
     "StoreUnavailable",

@@ -168,6 +168,10 @@ class ShardActor:
             context, np.asarray(vector), k, kinds=kinds, statuses=statuses, query=query, options=options
         )
 
+    def list_memories(self, context: Context, filters: dict[str, Any]) -> list[MemoryNode]:
+        """:meth:`memorybus.shard.Shard.list_memories`; ``filters`` are its keyword arguments."""
+        return self._shard.list_memories(context, **filters)
+
     def pinned(self, context: Context) -> list[MemoryNode]:
         return self._shard.pinned(context)
 

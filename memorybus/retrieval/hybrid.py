@@ -55,6 +55,8 @@ class RecallOptions:
       ``relation_budget`` in all. Expansions come after the ``k`` matches with
       ``via`` set and are not counted in ``k``.
     - ``touch``: record the access (salience); False for read-only recall.
+    - ``key_prefix``: only memories whose ``key`` starts with this string (keyed
+      facts and records stored under a key namespace, e.g. a LangGraph store's).
     """
 
     start: float | None = None
@@ -66,8 +68,11 @@ class RecallOptions:
     relations: int = 0
     relation_budget: int = 10
     touch: bool = True
+    key_prefix: str | None = None
 
     def validate(self) -> RecallOptions:
+        if self.key_prefix is not None and (not isinstance(self.key_prefix, str) or not self.key_prefix):
+            raise InvalidRequest("key_prefix", "must be a non-empty string or None")
         for name in ("start", "end", "as_of", "reference_time"):
             v = getattr(self, name)
             if v is not None and (isinstance(v, bool) or not isinstance(v, int | float) or math.isnan(v)):

@@ -120,6 +120,7 @@ class RecallReader:
         now = shard.clock.now()
         w = shard.ranking
         filters_time = opts.filters_time
+        key_prefix = opts.key_prefix
 
         def accept(node: MemoryNode) -> bool:
             if node.scope.key not in visible_keys and not node.scope.visible_to(context):
@@ -129,6 +130,8 @@ class RecallReader:
             if kind_set is not None and node.kind not in kind_set:
                 return False
             if node.status not in status_set:
+                return False
+            if key_prefix is not None and not (node.key or "").startswith(key_prefix):
                 return False
             return not filters_time or opts.admits(node)
 
@@ -141,7 +144,12 @@ class RecallReader:
             speakers = self.structure.speaker_terms(scope_keys)
             terms = [t for t in terms if t not in speakers] or terms
         # filters the indexes do not apply themselves: look deeper so k survive them
-        filtered = opts.filters_time or kind_set is not None or status_set != set(DEFAULT_STATUSES)
+        filtered = (
+            opts.filters_time
+            or kind_set is not None
+            or status_set != set(DEFAULT_STATUSES)
+            or key_prefix is not None
+        )
         depth = _FILTER_DEPTH if filtered else 1
         kw_limit = max(k, w.keyword_candidates) * depth
         keyword = self.structure.keywords.search(terms, scope_keys, kw_limit) if terms else []

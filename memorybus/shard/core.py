@@ -17,7 +17,7 @@ from memorybus.events import Event
 from memorybus.graph import TemporalGraph
 from memorybus.graph import entities as graph_entities
 from memorybus.model import DEFAULT_MAX_CONTENT_CHARS, MemoryKind, MemoryNode, MemoryStatus, evolve
-from memorybus.retrieval import RecallHit
+from memorybus.retrieval import DEFAULT_STATUSES, RecallHit
 from memorybus.retrieval.hybrid import RecallOptions
 from memorybus.retrieval.reader import RecallReader
 from memorybus.scopes import Context
@@ -177,6 +177,46 @@ class Shard(WritesMixin, FactsMixin, MaintenanceMixin):
     def list_scope(self, context: Context, scope_key: str) -> list[MemoryNode]:
         context = self._check_context(context)
         return [n for n in self._nodes.values() if n.scope.key == scope_key and n.scope.visible_to(context)]
+
+    def list_memories(
+        self,
+        context: Context,
+        *,
+        scope_key: str | None = None,
+        key_prefix: str | None = None,
+        kinds: Sequence[MemoryKind] | None = None,
+        statuses: Sequence[MemoryStatus] | None = None,
+        limit: int = 100,
+        after: tuple[float, str] | None = None,
+    ) -> list[MemoryNode]:
+        """The memories here that ``context`` may see, in ``(created_at, id)`` order: at
+        most ``limit`` of them, starting after the position ``after``. Filters: one exact
+        scope, a key prefix, kinds, statuses (default active and consolidated). Expired
+        memories are left out, as recall leaves them out. Read-only (no access counted).
+
+        Cost: one pass over this shard's in-memory mirror of its records.
+        """
+        context = self._check_context(context)
+        if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= 10_000:
+            raise InvalidRequest("limit", "must be an int between 1 and 10000")
+        kind_set = frozenset(MemoryKind(k) for k in kinds) if kinds else None
+        status_set = frozenset(MemoryStatus(s) for s in statuses) if statuses else frozenset(DEFAULT_STATUSES)
+        visible = frozenset(s.key for s in context.visible_scopes())
+        if scope_key is not None:
+            visible = visible & {scope_key}
+        now = self.clock.now()
+        found = [
+            n
+            for n in self._nodes.values()
+            if n.scope.key in visible
+            and n.status in status_set
+            and (kind_set is None or n.kind in kind_set)
+            and (key_prefix is None or (n.key or "").startswith(key_prefix))
+            and (n.expires_at is None or n.expires_at > now)
+            and (after is None or (n.created_at, n.id) > after)
+        ]
+        found.sort(key=lambda n: (n.created_at, n.id))
+        return [evolve(n) for n in found[:limit] if n.scope.visible_to(context)]
 
     def count(self) -> int:
         return len(self._nodes)

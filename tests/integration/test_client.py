@@ -293,3 +293,29 @@ def test_access_statistics_are_recorded(bus):
         bus.recall("wifi password", ctx, k=1)
     bus.flush()
     assert bus.get(n.id, ctx).access_count == 3
+
+
+def test_list_memories_pages_across_shards_and_stays_in_sight(bus):
+    ctx = Context(org(), "u1", "planner", "s1")
+    other = Context(ctx.org, "u2", "planner", "s9")
+    items = [{"content": f"listed note {i}", "scope": s} for i, s in enumerate(["user", "org", "agent", "session"] * 3)]
+    stored = bus.remember_many(items, ctx)
+    bus.remember("u2 keeps this to herself", other, scope="user")
+    seen, cursor, pages = [], None, 0
+    while True:
+        page = bus.list_memories(ctx, limit=5, cursor=cursor)
+        seen += page.memories
+        pages += 1
+        if page.cursor is None:
+            break
+        cursor = page.cursor
+    assert pages >= 3 and len(seen) == len({n.id for n in seen}) == 12
+    assert {n.id for n in seen} == {n.id for n in stored}
+    assert [(n.created_at, n.id) for n in seen] == sorted((n.created_at, n.id) for n in seen)
+    assert {n.content for n in bus.list_memories(other).memories} == {"u2 keeps this to herself"} | {
+        n.content for n in stored if n.scope.level.value == "org"
+    }
+    assert {n.scope for n in bus.list_memories(ctx, scope="org").memories} == {Scope(ctx.org)}
+    assert bus.list_memories(ctx, scope=Scope(ctx.org, "u2")).memories == []
+    with pytest.raises(mb.InvalidRequest):
+        bus.list_memories(ctx, cursor="not-a-cursor")
