@@ -522,11 +522,14 @@ class MemoryBus(BusClientMixin, MaintenanceClientMixin, ListingClientMixin):
         return runtime.run_sync(runtime.iter_refs([self._embedder().encode.remote(list(texts))]))[0]
 
     def shutdown(self) -> None:
-        """Kill this bus's actors (the data stays in the store; subscription cursors
-        are flushed first)."""
-        for hub in self._hubs or []:
+        """Close the stores cleanly and kill this bus's actors (the data stays in the
+        store; subscription cursors are flushed first)."""
+        # close stores cleanly first: cursors written, SQLite WAL checkpointed into the
+        # main files, so the data directory's *.sqlite files alone are a full copy
+        closing = [h.close.remote() for h in (self._shards or []) + (self._hubs or [])]
+        for ref in closing:
             with contextlib.suppress(Exception):
-                runtime.run_sync(runtime.iter_refs([hub.flush.remote()]), 10)
+                runtime.run_sync(runtime.iter_refs([ref]), 30)
         for h in (self._shards or []) + (self._embedders or []) + (self._hubs or []) + list(self._maintenance.values()):
             runtime.kill(h)
         self._maintenance = {}

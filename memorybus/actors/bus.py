@@ -131,6 +131,11 @@ class BusActor:
         """Write the moved subscription cursors now (before a planned stop)."""
         return self.hub.flush()
 
+    async def close(self) -> None:
+        """Write the moved cursors and close the durable state (before a planned stop)."""
+        self.hub.flush()
+        self.hub.kv.close()
+
     async def broadcast(self, context: Context, memory_id: str, to: str) -> Any:
         """Widen a memory: the owning shard checks and builds the copy, the shard of the
         wider scope stores it (idempotently)."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Sequence
 from typing import Any
 
@@ -16,7 +17,7 @@ from memorybus.model import MemoryKind, MemoryNode, MemoryStatus
 from memorybus.retrieval import RecallHit
 from memorybus.retrieval.hybrid import RecallOptions
 from memorybus.scopes import Context, Scope
-from memorybus.shard import FactResult
+from memorybus.shard import FactResult, Shard
 from memorybus.storage.factory import open_shard
 
 
@@ -31,7 +32,26 @@ class ShardActor:
         self.name = name
         self.config = config
         self._hubs: dict[int, Any] = {}
-        self._shard = open_shard(config, name, on_events=self._publish)
+        self._shard: Shard | None = None
+        self._open_lock = threading.Lock()
+
+    def _s(self) -> Shard:
+        """The open shard; opened on first use and again after :meth:`close`."""
+        shard = self._shard
+        if shard is None:
+            with self._open_lock:
+                if self._shard is None:
+                    self._shard = open_shard(self.config, self.name, on_events=self._publish)
+                shard = self._shard
+        return shard
+
+    def close(self) -> None:
+        """Flush and close the store and index cleanly (SQLite: WAL checkpointed into
+        the main file). A later call opens them again."""
+        with self._open_lock:
+            shard, self._shard = self._shard, None
+            if shard is not None:
+                shard.close()
 
     def _hub(self, partition: int) -> Any:
         hub = self._hubs.get(partition)
@@ -62,7 +82,7 @@ class ShardActor:
         if vector is not None:
             vector = np.asarray(vector)
             vector = vector[0] if vector.ndim == 2 else vector
-        return self._shard.assert_fact(context, node, vector, strategy)
+        return self._s().assert_fact(context, node, vector, strategy)
 
     def assert_facts(
         self,
@@ -73,40 +93,40 @@ class ShardActor:
         strategy: str | None,
     ) -> list[FactResult]:
         vecs = None if vectors is None else np.asarray(vectors)[rows]
-        return self._shard.assert_facts(context, nodes, vecs, strategy)
+        return self._s().assert_facts(context, nodes, vecs, strategy)
 
     def decay_sweep(self, now: float, policy: DecayPolicy) -> dict[str, int]:
-        return self._shard.decay_sweep(now, policy)
+        return self._s().decay_sweep(now, policy)
 
     def consolidation_plan(
         self, now: float, policy: ConsolidationPolicy, scopes: list[str] | None, due_only: bool
     ) -> list[Cluster]:
-        return self._shard.consolidation_plan(now, policy, scopes, due_only)
+        return self._s().consolidation_plan(now, policy, scopes, due_only)
 
     def apply_consolidation(
         self, member_ids: list[str], text: str, vector: np.ndarray, now: float, policy: ConsolidationPolicy
     ) -> MemoryNode | None:
-        return self._shard.apply_consolidation(member_ids, text, vector, now, policy)
+        return self._s().apply_consolidation(member_ids, text, vector, now, policy)
 
     def current_fact(self, context: Context, key: str, scope: Scope) -> MemoryNode | None:
-        return self._shard.current_fact(context, key, scope)
+        return self._s().current_fact(context, key, scope)
 
     def history(self, context: Context, key: str, scope: Scope) -> list[Event]:
-        return self._shard.history(context, key, scope)
+        return self._s().history(context, key, scope)
 
     def broadcast_source(self, context: Context, memory_id: str, to: str) -> MemoryNode:
-        return self._shard.broadcast_source(context, memory_id, to)
+        return self._s().broadcast_source(context, memory_id, to)
 
     def put_broadcast(self, context: Context, copy: MemoryNode) -> MemoryNode:
-        return self._shard.put_broadcast(context, copy)
+        return self._s().put_broadcast(context, copy)
 
     def read_events(
         self, context: Context, cursors: dict[str, int], flt: EventFilter | None, limit: int
     ) -> tuple[list[Event], dict[str, int]]:
-        return self._shard.read_events(context, cursors, flt, limit)
+        return self._s().read_events(context, cursors, flt, limit)
 
     def last_seqs(self, context: Context) -> dict[str, int]:
-        return self._shard.last_seqs(context)
+        return self._s().last_seqs(context)
 
     def put_many(
         self,
@@ -115,7 +135,7 @@ class ShardActor:
         vectors: np.ndarray | None = None,
         rows: Sequence[int] | None = None,
     ) -> list[MemoryNode]:
-        return self._shard.put_many(context, nodes, vectors, rows)
+        return self._s().put_many(context, nodes, vectors, rows)
 
     def update(
         self,
@@ -128,13 +148,13 @@ class ShardActor:
         if vector is not None:
             vector = np.asarray(vector)
             vector = vector[0] if vector.ndim == 2 else vector
-        return self._shard.update(context, memory_id, expected_version, changes, vector)
+        return self._s().update(context, memory_id, expected_version, changes, vector)
 
     def delete(self, context: Context, memory_id: str, expected_version: int | None = None) -> bool:
-        return self._shard.delete(context, memory_id, expected_version)
+        return self._s().delete(context, memory_id, expected_version)
 
     def get(self, context: Context, memory_id: str, with_embedding: bool = False) -> MemoryNode:
-        return self._shard.get(context, memory_id, with_embedding=with_embedding)
+        return self._s().get(context, memory_id, with_embedding=with_embedding)
 
     def search(
         self,
@@ -145,7 +165,7 @@ class ShardActor:
         statuses: Sequence[MemoryStatus] | None = None,
         as_of: float | None = None,
     ) -> list[RecallHit]:
-        return self._shard.search(context, vector, k, kinds=kinds, statuses=statuses, as_of=as_of)
+        return self._s().search(context, vector, k, kinds=kinds, statuses=statuses, as_of=as_of)
 
     def recall(
         self,
@@ -164,7 +184,7 @@ class ShardActor:
         back from the caller cost more than the overlap saved.)
         """
         context, k, kinds, statuses, query, options = request
-        return self._shard.search(
+        return self._s().search(
             context, np.asarray(vector), k, kinds=kinds, statuses=statuses, query=query, options=options
         )
 
@@ -173,13 +193,13 @@ class ShardActor:
         return self._shard.list_memories(context, **filters)
 
     def pinned(self, context: Context) -> list[MemoryNode]:
-        return self._shard.pinned(context)
+        return self._s().pinned(context)
 
     def flush(self) -> int:
-        return self._shard.flush()
+        return self._s().flush()
 
     def count(self) -> int:
-        return self._shard.count()
+        return self._s().count()
 
     def pid(self) -> int:
         return os.getpid()

@@ -5,6 +5,7 @@ SqliteKV (embedded) and RedisKV (shared) behave alike; values are bytes.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sqlite3
 import threading
@@ -87,7 +88,9 @@ class SqliteKV:
         return [(str(k), bytes(v)) for k, v in rows]
 
     def close(self) -> None:
-        with self._lock:
+        """Checkpoint the WAL into the main file, then close."""
+        with self._lock, contextlib.suppress(sqlite3.Error):
+            self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
             self._db.close()
 
 

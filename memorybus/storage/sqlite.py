@@ -262,5 +262,8 @@ class SqliteStore:
                 raise StoreUnavailable("sqlite", str(exc)) from None
 
     def close(self) -> None:
+        """Checkpoint the WAL into the main file and close: afterwards the ``.sqlite``
+        file alone holds every committed write (no ``-wal`` file is left)."""
         with self._lock, contextlib.suppress(sqlite3.Error):
+            self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
             self._db.close()
