@@ -190,7 +190,7 @@ class ShardActor:
 
     def list_memories(self, context: Context, filters: dict[str, Any]) -> list[MemoryNode]:
         """:meth:`memorybus.shard.Shard.list_memories`; ``filters`` are its keyword arguments."""
-        return self._shard.list_memories(context, **filters)
+        return self._s().list_memories(context, **filters)
 
     def pinned(self, context: Context) -> list[MemoryNode]:
         return self._s().pinned(context)
