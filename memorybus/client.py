@@ -185,7 +185,7 @@ class MemoryBus(BusClientMixin, MaintenanceClientMixin, ListingClientMixin):
         if node.version != 0:
             raise InvalidMemory("version", "a new memory must have version 0")
         if not node.scope.visible_to(context):
-            raise ScopeViolation("write", str(node.scope), str(context))
+            raise ScopeViolation("write")
         return node
 
     # ----------------------------------------------------------------- remember

@@ -82,16 +82,19 @@ class MemoryNotFound(MemoryBusError, KeyError):  # noqa: N818 - public API name
 
 
 class ScopeViolation(MemoryBusError, PermissionError):  # noqa: N818 - public API name
-    """A context tried to read or write a memory outside its visible scopes."""
+    """A context tried to read or write outside what it may see or manage.
 
-    def __init__(self, action: str, scope: str, context: str) -> None:
-        super().__init__(action, scope, context)
+    The error names only the refused action: never the scope or owner of the memory,
+    subscription or fact it concerns (anyone may hold an id; the error must not tell
+    them whose it is).
+    """
+
+    def __init__(self, action: str) -> None:
+        super().__init__(action)
         self.action = action
-        self.scope = scope
-        self.context = context
 
     def __str__(self) -> str:
-        return f"scope violation: context {self.context} may not {self.action} scope {self.scope}"
+        return f"scope violation: access refused ({self.action})"
 
 
 class StoreUnavailable(MemoryBusError):  # noqa: N818 - public API name

@@ -97,7 +97,7 @@ class Shard(WritesMixin, FactsMixin, MaintenanceMixin):
 
     def _visible(self, node: MemoryNode, context: Context, action: str) -> None:
         if not node.scope.visible_to(context):
-            raise ScopeViolation(action, str(node.scope), str(context))
+            raise ScopeViolation(action)
 
     def _prepare_new(
         self, node: MemoryNode, vector: np.ndarray | None, context: Context, now: float

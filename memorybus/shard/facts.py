@@ -187,7 +187,7 @@ class FactsMixin(_ShardState):
     def current_fact(self, context: Context, key: str, scope: Scope) -> MemoryNode | None:
         context = self._check_context(context)
         if not scope.visible_to(context):
-            raise ScopeViolation("read", str(scope), str(context))
+            raise ScopeViolation("read")
         head_id, _ = self.store.slot(scope.key, key)
         node = self._nodes.get(head_id) if head_id else None
         return evolve(node) if node else None
@@ -196,6 +196,6 @@ class FactsMixin(_ShardState):
         """Every assertion of a keyed fact, in commit order, with its outcome."""
         context = self._check_context(context)
         if not scope.visible_to(context):
-            raise ScopeViolation("read", str(scope), str(context))
+            raise ScopeViolation("read")
         # the store indexes a fact's events by key: no scan of the scope's log
         return [Event.decode(blob, seq) for seq, blob in self.store.fact_events(scope.key, key)]

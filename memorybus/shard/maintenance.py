@@ -54,7 +54,7 @@ class MaintenanceMixin(_ShardState):
             or (node.source == f"agent:{context.agent}" and bool(context.agent))
         )
         if not owner and not self._is_authority(context):
-            raise ScopeViolation("broadcast", str(node.scope), str(context))
+            raise ScopeViolation("broadcast")
         stored = self.store.get(memory_id)
         if stored is None:
             raise MemoryNotFound(memory_id)

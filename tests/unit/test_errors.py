@@ -10,7 +10,7 @@ CASES = [
     E.ConfigError("num_shards", "must be >= 1"),
     E.VersionConflict("user:u1/lang", 3, 4),
     E.MemoryNotFound("abc"),
-    E.ScopeViolation("read", "Scope(org=a, user=u2)", "Context(org=a, user=u1)"),
+    E.ScopeViolation("read"),
     E.StoreUnavailable("redis", "connection refused"),
     E.IndexUnavailable("qdrant-edge", "broken"),
     E.EmbeddingError("bad shape"),
