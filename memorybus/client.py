@@ -39,6 +39,7 @@ from memorybus.retrieval import DEFAULT_STATUSES, RecallHit, merge_hits
 from memorybus.retrieval.hybrid import RecallOptions
 from memorybus.retrieval.structure import embedding_texts
 from memorybus.scopes import Context, Level, Router, Scope
+from memorybus.validation import check_text
 
 if TYPE_CHECKING:
     from memorybus.embedding import Embedder
@@ -181,7 +182,9 @@ class MemoryBus(BusClientMixin, MaintenanceClientMixin, ListingClientMixin):
             node = MemoryNode(scope=scope, **fields)
         if node.embedding is not None:
             raise InvalidMemory("embedding", "is computed by the bus; do not pass one")
-        node = node.stamped(now).validate(max_content_chars=self.config.max_content_chars)
+        cfg = self.config
+        node = node.stamped(now).validate(max_content_chars=cfg.max_content_chars, max_tags=cfg.max_tags,
+                                          max_structured_bytes=cfg.max_structured_bytes)
         if node.version != 0:
             raise InvalidMemory("version", "a new memory must have version 0")
         if not node.scope.visible_to(context):
@@ -264,6 +267,7 @@ class MemoryBus(BusClientMixin, MaintenanceClientMixin, ListingClientMixin):
         _check_context(context)
         if not isinstance(query, str) or not query.strip():
             raise InvalidRequest("query", "must be a non-empty string")
+        check_text("query", query, InvalidRequest)
         if len(query) > self.config.max_content_chars:
             raise InvalidRequest("query", "is longer than max_content_chars")
         k = self.config.default_recall_k if k is None else k
@@ -517,9 +521,16 @@ class MemoryBus(BusClientMixin, MaintenanceClientMixin, ListingClientMixin):
         refs = [h.count.remote() for h in self._shard_handles()]
         return sum(runtime.run_sync(runtime.iter_refs(refs), 60))
 
-    def embed(self, texts: Sequence[str]) -> np.ndarray:
-        """Embed texts with the bus's model (through the batching embedder)."""
-        return runtime.run_sync(runtime.iter_refs([self._embedder().encode.remote(list(texts))]))[0]
+    def embed(self, texts: Sequence[str] | str) -> np.ndarray:
+        """Embed texts with the bus's model (through the batching embedder): one row per
+        text; a single string is one text (one row), never its characters."""
+        items = [texts] if isinstance(texts, str) else texts
+        if isinstance(items, bytes | dict) or not isinstance(items, Iterable):
+            raise InvalidRequest("texts", "must be a string or a list of strings")
+        items = list(items)
+        for t in items:
+            check_text("texts", t, InvalidRequest)
+        return runtime.run_sync(runtime.iter_refs([self._embedder().encode.remote(items)]))[0]
 
     def shutdown(self) -> None:
         """Close the stores cleanly and kill this bus's actors (the data stays in the

@@ -23,6 +23,7 @@ from memorybus.events import Event, EventFilter
 from memorybus.model import MemoryKind, MemoryNode
 from memorybus.scopes import Context, Level, Scope
 from memorybus.shard import FactResult
+from memorybus.validation import check_text
 
 if TYPE_CHECKING:
     from memorybus.config import Config
@@ -38,7 +39,7 @@ def _check_context(context: object) -> Context:
 def _check_key(key: object) -> str:
     if not isinstance(key, str) or not key.strip() or len(key) > 512:
         raise InvalidMemory("key", "must be a non-empty string of at most 512 characters")
-    return key
+    return check_text("key", key, InvalidMemory)
 
 
 class Inbox:

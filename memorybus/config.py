@@ -162,6 +162,9 @@ class Config:
     shard_resources: tuple[tuple[str, float], ...] = ()
     embedder_resources: tuple[tuple[str, float], ...] = ()
     max_content_chars: int = 16_000
+    #: limits on one memory: tags (each at most 256 characters) and ``structured`` encoded
+    max_tags: int = 64
+    max_structured_bytes: int = 65_536
     max_batch: int = 10_000
     ingest_chunk: int = 256
     default_recall_k: int = 10
@@ -213,6 +216,8 @@ class Config:
             raise ConfigError("embed_batch_size", "must be between 1 and 512")
         if self.max_content_chars < 1 or self.max_batch < 1 or self.ingest_chunk < 1:
             raise ConfigError("limits", "max_content_chars, max_batch, ingest_chunk must be >= 1")
+        if self.max_tags < 0 or self.max_structured_bytes < 1:
+            raise ConfigError("limits", "max_tags must be >= 0 and max_structured_bytes >= 1")
 
     @classmethod
     def embedded(cls, data_dir: str | os.PathLike[str] = ".memorybus", **kw: Any) -> Config:

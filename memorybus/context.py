@@ -17,12 +17,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 
 from memorybus.errors import InvalidRequest
 from memorybus.model import MemoryNode
 from memorybus.retrieval.hits import RecallHit
 from memorybus.retrieval.structure import index_text, order_key
+from memorybus.validation import utc_date
 
 CORE_HEADER = "## Core memory"
 RECALLED_HEADER = "## Recalled memories"
@@ -52,9 +52,9 @@ class ContextBlock:
 
 
 def _day(ts: float) -> str:
-    if ts <= 0:
+    d = utc_date(ts) if ts > 0 else None
+    if d is None:  # no time, or one no date can hold
         return "undated"
-    d = datetime.fromtimestamp(ts, UTC)
     return f"{d.day} {d:%B %Y}"
 
 

@@ -17,6 +17,7 @@ from memorybus.codec import decode, encode, node_from_dict, node_to_dict
 from memorybus.errors import InvalidRequest
 from memorybus.model import MemoryKind, MemoryNode
 from memorybus.scopes import Context, Level, Scope
+from memorybus.validation import is_text
 
 EVENT = "event"
 
@@ -97,23 +98,29 @@ class EventFilter:
     def of(
         cls,
         *,
-        levels: Iterable[Level | str] = (),
-        scopes: Iterable[Scope] = (),
-        kinds: Iterable[MemoryKind | str] = (),
-        events: Iterable[EventKind | str] = (),
-        keys: Iterable[str] = (),
-        tags: Iterable[str] = (),
+        levels: Iterable[Level | str] | Level | str = (),
+        scopes: Iterable[Scope] | Scope = (),
+        kinds: Iterable[MemoryKind | str] | MemoryKind | str = (),
+        events: Iterable[EventKind | str] | EventKind | str = (),
+        keys: Iterable[str] | str = (),
+        tags: Iterable[str] | str = (),
     ) -> EventFilter:
+        """A filter from plain values. A single string (or a single Scope) given for a
+        field is that one value, never a sequence of characters."""
         try:
+            key_list = _texts("keys", keys)
+            tag_list = _texts("tags", tags)
             return cls(
-                levels=frozenset(Level(x) for x in levels),
-                scopes=frozenset(scopes),
-                kinds=frozenset(MemoryKind(x) for x in kinds),
-                events=frozenset(EventKind(x) for x in events),
-                keys=tuple(keys),
-                tags=frozenset(tags),
+                levels=frozenset(Level(x) for x in _one_or_many(levels)),
+                scopes=frozenset(_scopes(scopes)),
+                kinds=frozenset(MemoryKind(x) for x in _one_or_many(kinds)),
+                events=frozenset(EventKind(x) for x in _one_or_many(events)),
+                keys=tuple(key_list),
+                tags=frozenset(tag_list),
             )
-        except ValueError as exc:
+        except (ValueError, TypeError) as exc:
+            if isinstance(exc, InvalidRequest):
+                raise
             raise InvalidRequest("filter", str(exc)) from None
 
     def matches(self, event: Event) -> bool:
@@ -129,6 +136,27 @@ class EventFilter:
         if self.keys and not any(_key_match(p, node.key) for p in self.keys):
             return False
         return not (self.tags and not self.tags & set(node.tags))
+
+
+def _one_or_many(value: Any) -> list[Any]:
+    if isinstance(value, str | Enum):
+        return [value]
+    return list(value)
+
+
+def _texts(name: str, value: Any) -> list[str]:
+    items = _one_or_many(value)
+    for x in items:
+        if not is_text(x) or not x:
+            raise InvalidRequest(f"filter.{name}", "must be non-empty strings of valid Unicode text")
+    return items
+
+
+def _scopes(value: Any) -> list[Scope]:
+    items = [value] if isinstance(value, Scope) else list(value)
+    if not all(isinstance(x, Scope) for x in items):
+        raise InvalidRequest("filter.scopes", "must be Scope objects")
+    return items
 
 
 def _key_match(pattern: str, key: str | None) -> bool:

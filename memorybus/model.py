@@ -12,12 +12,18 @@ from dataclasses import dataclass, field, fields, replace
 from enum import StrEnum
 from typing import Any
 
+import msgpack
 import numpy as np
 
 from memorybus.errors import InvalidMemory
 from memorybus.scopes import Scope
+from memorybus.validation import check_time, is_text
 
 DEFAULT_MAX_CONTENT_CHARS = 16_000
+#: limits on what a caller may attach to one memory (``Config`` sets the bus's own)
+DEFAULT_MAX_TAGS = 64
+DEFAULT_MAX_STRUCTURED_BYTES = 65_536
+MAX_TAG_CHARS = 256
 SECONDS_PER_DAY = 86_400.0
 
 
@@ -124,12 +130,20 @@ class MemoryNode:
 
     # --------------------------------------------------------------- validation
     def validate(
-        self, *, dim: int | None = None, max_content_chars: int = DEFAULT_MAX_CONTENT_CHARS
+        self,
+        *,
+        dim: int | None = None,
+        max_content_chars: int = DEFAULT_MAX_CONTENT_CHARS,
+        max_tags: int = DEFAULT_MAX_TAGS,
+        max_structured_bytes: int = DEFAULT_MAX_STRUCTURED_BYTES,
     ) -> MemoryNode:
         """Check every field; raise :class:`InvalidMemory` naming the first bad one.
 
-        Also normalises enum fields given as strings and lists given for tuples,
-        returning the (possibly normalised) node.
+        Every string must have a UTF-8 form (no lone surrogates); every time must be
+        epoch seconds in ``[0, MAX_TIME]`` (:mod:`memorybus.validation`); at most
+        ``max_tags`` tags of at most 256 characters; ``structured`` at most
+        ``max_structured_bytes`` once encoded. Also normalises enum fields given as
+        strings and lists given for tuples, returning the (possibly normalised) node.
         """
         node = self
         if not isinstance(node.id, str) or not node.id:
@@ -140,6 +154,8 @@ class MemoryNode:
             raise InvalidMemory("id", f"must be a UUID string, got {node.id!r}") from None
         if not isinstance(node.content, str):
             raise InvalidMemory("content", f"must be a string, got {type(node.content).__name__}")
+        if not is_text(node.content):
+            raise InvalidMemory("content", "contains a lone surrogate (not valid Unicode text)")
         if not node.content.strip():
             raise InvalidMemory("content", "is empty")
         if len(node.content) > max_content_chars:
@@ -166,10 +182,9 @@ class MemoryNode:
         _check_number("importance", node.importance, 1.0, 10.0)
         _check_number("decay_rate", node.decay_rate, 0.0, 100.0)
         for name in ("created_at", "last_accessed", "valid_from"):
-            _check_number(name, getattr(node, name), 0.0, 1e12)
+            check_time(name, getattr(node, name), InvalidMemory)
         for name in ("valid_to", "expires_at"):
-            if getattr(node, name) is not None:
-                _check_number(name, getattr(node, name), 0.0, 1e12)
+            check_time(name, getattr(node, name), InvalidMemory, optional=True)
         if node.valid_to is not None and node.valid_to < node.valid_from:
             raise InvalidMemory("valid_to", "is before valid_from")
         if isinstance(node.access_count, bool) or not isinstance(node.access_count, int):
@@ -182,11 +197,15 @@ class MemoryNode:
             raise InvalidMemory("key", "must be a non-empty string or None")
         if node.key is not None and len(node.key) > 512:
             raise InvalidMemory("key", "longer than 512 characters")
-        if not isinstance(node.source, str):
-            raise InvalidMemory("source", "must be a string")
+        if node.key is not None and not is_text(node.key):
+            raise InvalidMemory("key", "contains a lone surrogate (not valid Unicode text)")
+        if not isinstance(node.source, str) or not is_text(node.source):
+            raise InvalidMemory("source", "must be a string of valid Unicode text")
         if not isinstance(node.structured, dict):
             raise InvalidMemory("structured", "must be a dict")
         _check_structured(node.structured)
+        if node.structured and len(_packb(node.structured)) > max_structured_bytes:
+            raise InvalidMemory("structured", f"larger than {max_structured_bytes} bytes encoded")
         changes: dict[str, Any] = {}
         for name in (*RELATION_FIELDS, "tags"):
             value = getattr(node, name)
@@ -194,8 +213,14 @@ class MemoryNode:
                 raise InvalidMemory(name, "must be a list or tuple of strings")
             if not all(isinstance(v, str) and v for v in value):
                 raise InvalidMemory(name, "must contain only non-empty strings")
+            if not all(is_text(v) for v in value):
+                raise InvalidMemory(name, "contains a lone surrogate (not valid Unicode text)")
             if isinstance(value, list):
                 changes[name] = tuple(value)
+        if len(node.tags) > max_tags:
+            raise InvalidMemory("tags", f"{len(node.tags)} tags exceed the limit {max_tags}")
+        if any(len(t) > MAX_TAG_CHARS for t in node.tags):
+            raise InvalidMemory("tags", f"a tag is longer than {MAX_TAG_CHARS} characters")
         emb = node.embedding
         if emb is not None:
             arr = np.asarray(emb)
@@ -253,6 +278,10 @@ def _check_number(name: str, value: object, lo: float, hi: float) -> None:
         raise InvalidMemory(name, f"{value!r} is outside {lo}..{hi}")
 
 
+def _packb(value: Any) -> bytes:
+    return bytes(msgpack.packb(value, use_bin_type=True))
+
+
 def _check_structured(value: object, depth: int = 0) -> None:
     """structured must be msgpack-able plain data with string keys."""
     if depth > 16:
@@ -260,6 +289,8 @@ def _check_structured(value: object, depth: int = 0) -> None:
     if value is None or isinstance(value, bool | int | str | bytes):
         if isinstance(value, int) and not -(2**63) <= value < 2**64:
             raise InvalidMemory("structured", "integer out of range")
+        if isinstance(value, str) and not is_text(value):
+            raise InvalidMemory("structured", "contains a lone surrogate (not valid Unicode text)")
         return
     if isinstance(value, float):
         if math.isnan(value):
@@ -273,6 +304,8 @@ def _check_structured(value: object, depth: int = 0) -> None:
         for k, v in value.items():
             if not isinstance(k, str):
                 raise InvalidMemory("structured", "keys must be strings")
+            if not is_text(k):
+                raise InvalidMemory("structured", "a key contains a lone surrogate (not valid Unicode text)")
             _check_structured(v, depth + 1)
         return
     raise InvalidMemory("structured", f"unsupported value of type {type(value).__name__}")

@@ -22,7 +22,6 @@ neighbours and relation-linked memories of the top hits, each with a budget.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
@@ -35,6 +34,7 @@ from memorybus.retrieval.hits import RecallHit, rank_scores
 from memorybus.retrieval.structure import RecallIndex, speaker_of
 from memorybus.retrieval.text import names
 from memorybus.retrieval.timeparse import TimeWindow, query_times, time_match
+from memorybus.validation import check_time
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,9 +74,7 @@ class RecallOptions:
         if self.key_prefix is not None and (not isinstance(self.key_prefix, str) or not self.key_prefix):
             raise InvalidRequest("key_prefix", "must be a non-empty string or None")
         for name in ("start", "end", "as_of", "reference_time"):
-            v = getattr(self, name)
-            if v is not None and (isinstance(v, bool) or not isinstance(v, int | float) or math.isnan(v)):
-                raise InvalidRequest(name, "must be epoch seconds or None")
+            check_time(name, getattr(self, name), InvalidRequest, optional=True)
         if self.start is not None and self.end is not None and self.end < self.start:
             raise InvalidRequest("end", "is before start")
         for name in ("neighbors", "neighbor_budget", "relations", "relation_budget"):

@@ -11,9 +11,12 @@
 from __future__ import annotations
 
 import calendar
+import math
 import re
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+
+from memorybus.validation import utc_date
 
 MONTHS = {name.lower(): i for i, name in enumerate(calendar.month_name) if name}
 MONTHS.update({name.lower(): i for i, name in enumerate(calendar.month_abbr) if name})
@@ -41,7 +44,9 @@ class TimeWindow:
     def distance(self, when: float) -> float:
         """Seconds from ``when`` to the window (0 inside it)."""
         if self.month is not None:
-            d = datetime.fromtimestamp(when, UTC)
+            d = utc_date(when)
+            if d is None:  # a stored time no date can hold: far from every month
+                return math.inf
             return (
                 0.0
                 if d.month == self.month
@@ -130,7 +135,17 @@ def _day_window(y: int, m: int, d: int, text: str) -> TimeWindow:
 
 
 def query_times(query: str, reference: float) -> list[TimeWindow]:
-    """The time windows a query names, most specific first (may be empty)."""
+    """The time windows a query names, most specific first (may be empty).
+
+    A window no date can hold (a year past 9999, a reference time out of range)
+    is never an error: the query is then ranked without time windows."""
+    try:
+        return _query_times(query, reference)
+    except (ValueError, OverflowError, OSError):
+        return []
+
+
+def _query_times(query: str, reference: float) -> list[TimeWindow]:
     out: list[TimeWindow] = []
     spans: list[tuple[int, int]] = []
 
@@ -236,4 +251,7 @@ def days_between(a: float, b: float) -> float:
 
 
 def shift(ts: float, days: float) -> float:
-    return (datetime.fromtimestamp(ts, UTC) + timedelta(days=days)).timestamp()
+    try:
+        return (datetime.fromtimestamp(ts, UTC) + timedelta(days=days)).timestamp()
+    except (ValueError, OverflowError, OSError):
+        return ts + days * DAY

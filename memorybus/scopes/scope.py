@@ -13,6 +13,7 @@ from enum import StrEnum
 from itertools import product
 
 from memorybus.errors import InvalidRequest
+from memorybus.validation import is_text
 
 FIELDS = ("org", "user", "agent", "session")
 _MAX_FIELD = 256
@@ -34,6 +35,8 @@ def _check_field(name: str, value: object) -> str:
         raise InvalidRequest(f"scope.{name}", f"longer than {_MAX_FIELD} characters")
     if "\x1f" in value or "\n" in value:
         raise InvalidRequest(f"scope.{name}", "contains a control separator")
+    if not is_text(value):
+        raise InvalidRequest(f"scope.{name}", "contains a lone surrogate (not valid Unicode text)")
     return value
 
 
@@ -126,8 +129,12 @@ class Context:
             _check_field(name, getattr(self, name))
         if not self.org:
             raise InvalidRequest("context.org", "is required")
+        if isinstance(self.roles, str):
+            raise InvalidRequest("context.roles", "must be a collection of role names, not a string")
         if not isinstance(self.roles, frozenset):
             object.__setattr__(self, "roles", frozenset(self.roles))
+        if not all(is_text(r) and r and len(r) <= _MAX_FIELD for r in self.roles):
+            raise InvalidRequest("context.roles", "must be non-empty strings of valid Unicode text")
 
     @property
     def scope(self) -> Scope:

@@ -16,7 +16,15 @@ from memorybus.errors import InvalidMemory, InvalidRequest, MemoryNotFound, Scop
 from memorybus.events import Event
 from memorybus.graph import TemporalGraph
 from memorybus.graph import entities as graph_entities
-from memorybus.model import DEFAULT_MAX_CONTENT_CHARS, MemoryKind, MemoryNode, MemoryStatus, evolve
+from memorybus.model import (
+    DEFAULT_MAX_CONTENT_CHARS,
+    DEFAULT_MAX_STRUCTURED_BYTES,
+    DEFAULT_MAX_TAGS,
+    MemoryKind,
+    MemoryNode,
+    MemoryStatus,
+    evolve,
+)
 from memorybus.retrieval import DEFAULT_STATUSES, RecallHit
 from memorybus.retrieval.hybrid import RecallOptions
 from memorybus.retrieval.reader import RecallReader
@@ -39,6 +47,8 @@ class Shard(WritesMixin, FactsMixin, MaintenanceMixin):
         clock: Clock | None = None,
         ranking: RankingWeights | None = None,
         max_content_chars: int = DEFAULT_MAX_CONTENT_CHARS,
+        max_tags: int = DEFAULT_MAX_TAGS,
+        max_structured_bytes: int = DEFAULT_MAX_STRUCTURED_BYTES,
         touch_flush_seconds: float = 1.0,
         policy: BusPolicy | None = None,
         on_events: Callable[[list[Event]], None] | None = None,
@@ -54,6 +64,8 @@ class Shard(WritesMixin, FactsMixin, MaintenanceMixin):
         self.clock = clock or SystemClock()
         self.ranking = ranking or RankingWeights()
         self.max_content_chars = max_content_chars
+        self.max_tags = max_tags
+        self.max_structured_bytes = max_structured_bytes
         self.touch_flush_seconds = touch_flush_seconds
         self.policy = policy or BusPolicy()
         self.on_events = on_events
@@ -99,6 +111,11 @@ class Shard(WritesMixin, FactsMixin, MaintenanceMixin):
         if not node.scope.visible_to(context):
             raise ScopeViolation(action)
 
+    def _validate(self, node: MemoryNode) -> MemoryNode:
+        """Validate a node a caller wrote, with this shard's limits."""
+        return node.validate(dim=self.dim, max_content_chars=self.max_content_chars, max_tags=self.max_tags,
+                             max_structured_bytes=self.max_structured_bytes)
+
     def _prepare_new(
         self, node: MemoryNode, vector: np.ndarray | None, context: Context, now: float
     ) -> MemoryNode:
@@ -110,7 +127,7 @@ class Shard(WritesMixin, FactsMixin, MaintenanceMixin):
             raise InvalidMemory("embedding", "is required to store a memory")
         if node.version != 0:
             raise InvalidMemory("version", "a new memory must have version 0")
-        node = node.validate(dim=self.dim, max_content_chars=self.max_content_chars)
+        node = self._validate(node)
         self._visible(node, context, "write")
         return evolve(node.stamped(now), version=1)
 

@@ -38,6 +38,8 @@ class _ShardState:
     clock: Clock
     ranking: RankingWeights
     max_content_chars: int
+    max_tags: int
+    max_structured_bytes: int
     touch_flush_seconds: float
     policy: BusPolicy
     on_events: Callable[[list[Event]], None] | None
@@ -59,6 +61,8 @@ class _ShardState:
         def _check_context(context: object) -> Context: ...
 
         def _visible(self, node: MemoryNode, context: Context, action: str) -> None: ...
+
+        def _validate(self, node: MemoryNode) -> MemoryNode: ...
 
         def _prepare_new(
             self, node: MemoryNode, vector: np.ndarray | None, context: Context, now: float

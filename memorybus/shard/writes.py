@@ -257,7 +257,7 @@ class WritesMixin(_ShardState):
         new = evolve(base, **changes, version=expected_version + 1)
         if vector is not None:
             new = evolve(new, embedding=vector)
-        new = new.validate(dim=self.dim, max_content_chars=self.max_content_chars)
+        new = self._validate(new)
         if base.version != expected_version:
             if base.version == expected_version + 1 and base.content_equal(new):
                 return base.without_embedding()  # a retried update that already committed

@@ -52,6 +52,8 @@ def open_shard(
         clock=clock,
         ranking=config.ranking,
         max_content_chars=config.max_content_chars,
+        max_tags=config.max_tags,
+        max_structured_bytes=config.max_structured_bytes,
         touch_flush_seconds=config.touch_flush_seconds,
         policy=config.bus,
         judge=config.bus.judge,
