@@ -1,0 +1,328 @@
+"""A LangGraph ``BaseStore`` over the bus: ``pip install memorybus[langgraph]``.
+
+``MemoryBusStore(bus, context, template=..., level=...)`` stores each LangGraph item as
+one memory of the bus, so a graph's long-term memory is shared with every other agent
+of the bus, ranked by its recall, and subject to its visibility rule:
+
+- **Where an item lives.** A namespace names its scope through ``template``: position
+  ``i`` of the template says which scope field label ``i`` of a namespace sets
+  (``"org"``, ``"user"``, ``"agent"``, ``"session"``) or ``"*"`` (a label that is only a
+  path). Fields the template does not set come from the bound context, widened to
+  ``level`` (default: ``"user"`` when the context has a user, else ``"org"``). With
+  ``template=("*", "user")`` and a context of user ``alice``, ``("memories", "alice")``
+  is alice's user scope; ``("memories", "bob")`` is bob's, which alice's context may not
+  see: a put there raises :class:`~memorybus.ScopeViolation` (the bus refuses it in the
+  shard), a get raises the same, and searches and listings never return it.
+- **Identity of an item.** The whole namespace and the key form the memory's fact key
+  (``lgstore/<label>/.../<label>//<key>``), one current memory per key and scope; a put
+  of an existing item updates that memory in place with compare-and-set.
+- **Search.** With a query: the bus's recall restricted to the namespace prefix (key
+  prefix at label boundaries), then ``filter``; without one: the items under the prefix
+  in creation order, then ``filter``. Filters: equality, nested dicts, dotted paths, and
+  ``$eq $ne $gt $gte $lt $lte``.
+- **Indexing.** ``put(..., index=False)`` runs no model: the memory's text is a fixed
+  placeholder (one cached vector) and a query search never ranks it; ``index=[paths]``
+  embeds the text at those paths (LangGraph path syntax), joined into one text, hence
+  one vector per item; the default is ``index={"fields": [...]}`` of the store, else the
+  whole value as JSON.
+- **TTL** (``supports_ttl``): minutes, as in LangGraph; the memory's ``expires_at``.
+  Expired items are never returned and the bus's decay sweep deletes them; reads
+  refresh the expiry (``ttl_config["refresh_on_read"]``, default true).
+
+Items are semantic memories with ``decay_rate=0`` (never archived by decay). A batch
+runs its reads first, against the state before the batch, then its writes, one per
+``(namespace, key)`` (the last wins; ``value=None`` deletes).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import time
+from collections.abc import Generator, Iterable, Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+from langgraph.store.base import (
+    BaseStore,
+    GetOp,
+    IndexConfig,
+    InvalidNamespaceError,
+    Item,
+    ListNamespacesOp,
+    Op,
+    PutOp,
+    Result,
+    SearchItem,
+    SearchOp,
+    TTLConfig,
+    get_text_at_path,
+    tokenize_path,
+)
+
+import memorybus as mb
+from memorybus.integrations import lgmatch
+
+_FIELDS = ("org", "user", "agent", "session")
+_UNINDEXED = "(unindexed LangGraph store item)"
+_UNINDEXED_TAG = "lgstore:unindexed"
+_MAX_CAS = 8
+_PAGE = 500
+
+# a bus call the driver makes: (method name, args, kwargs); sync and async share the logic
+Call = tuple[str, tuple[Any, ...], dict[str, Any]]
+Steps = Generator[Call, Any, Any]
+
+
+def _call(name: str, *args: Any, **kwargs: Any) -> Call:
+    return (name, args, kwargs)
+
+
+def _check_labels(namespace: Any, *, allow_empty: bool) -> tuple[str, ...]:
+    if not isinstance(namespace, tuple | list):
+        raise InvalidNamespaceError(f"Namespace must be a tuple of strings, got {type(namespace).__name__}")
+    if not namespace and not allow_empty:
+        raise InvalidNamespaceError("Namespace cannot be empty.")
+    for label in namespace:
+        if not isinstance(label, str) or not label:
+            raise InvalidNamespaceError(f"Namespace labels must be non-empty strings, got {label!r} in {namespace}")
+        if "." in label or "\x00" in label:
+            raise InvalidNamespaceError(f"Namespace label {label!r} in {namespace} contains '.' or NUL")
+    return tuple(namespace)
+
+
+class MemoryBusStore(BaseStore):
+    """LangGraph's ``BaseStore`` on a :class:`memorybus.MemoryBus`, bound to one context."""
+
+    supports_ttl: bool = True
+
+    def __init__(
+        self,
+        bus: mb.MemoryBus,
+        context: mb.Context,
+        *,
+        template: Sequence[str] = (),
+        level: mb.Level | str | None = None,
+        index: IndexConfig | None = None,
+        ttl: TTLConfig | None = None,
+    ) -> None:
+        if not isinstance(context, mb.Context):
+            raise mb.InvalidRequest("context", "must be a memorybus.Context")
+        template = tuple(template)
+        for name in template:
+            if name != "*" and name not in _FIELDS:
+                raise mb.InvalidRequest("template", f"entries are scope fields {_FIELDS} or '*', got {name!r}")
+        level = mb.Level(level) if level is not None else (mb.Level.USER if context.user else mb.Level.ORG)
+        self.bus = bus
+        self.context = context
+        self.template = template
+        self.base = context.resolve_scope(level)
+        fields = list((index or {}).get("fields") or ["$"])
+        self.index_fields = fields
+        self.ttl_config: TTLConfig = ttl or {"refresh_on_read": True}
+
+    # ------------------------------------------------------------------ mapping
+    def scope_for(self, namespace: Sequence[str]) -> mb.Scope:
+        """The scope the items of ``namespace`` live in (see the module docstring)."""
+        fields = dict(zip(_FIELDS, self.base.as_tuple(), strict=True))
+        for position, name in enumerate(self.template):
+            if name != "*" and position < len(namespace):
+                fields[name] = namespace[position]
+        return mb.Scope(**fields)
+
+    def _text(self, value: dict[str, Any], index: Any) -> str | None:
+        if index is False:
+            return None
+        texts: list[str] = []
+        for path in index if isinstance(index, list) else self.index_fields:
+            if path == "$":
+                texts.append(json.dumps(value, ensure_ascii=False, sort_keys=True))
+            else:
+                texts += [t for t in get_text_at_path(value, tokenize_path(path)) if t.strip()]
+        return "\n".join(texts) or None
+
+    @staticmethod
+    def _item_of(node: mb.MemoryNode, score: float | None = None, *, search: bool = False) -> Item | None:
+        meta = node.structured.get("langgraph") if node.key and node.key.startswith(lgmatch.KEY_ROOT + "/") else None
+        if not isinstance(meta, dict):
+            return None
+        created = datetime.fromtimestamp(node.created_at, tz=UTC)
+        updated = datetime.fromtimestamp(float(meta.get("updated_at", node.created_at)), tz=UTC)
+        ns, key, value = tuple(meta["namespace"]), str(meta["key"]), dict(meta["value"])
+        if search:
+            return SearchItem(ns, key, value, created, updated, score)
+        return Item(value=value, key=key, namespace=ns, created_at=created, updated_at=updated)
+
+    # ---------------------------------------------------------------- the ops
+    def _steps(self, ops: Iterable[Op]) -> Steps:
+        ops = list(ops)
+        for op in ops:
+            if isinstance(op, GetOp | PutOp):
+                _check_labels(op.namespace, allow_empty=False)
+            elif isinstance(op, SearchOp):
+                _check_labels(op.namespace_prefix, allow_empty=True)
+                lgmatch.check_filter(op.filter)
+            elif isinstance(op, ListNamespacesOp):
+                for cond in op.match_conditions or ():
+                    _check_labels(cond.path, allow_empty=True)
+            else:
+                raise mb.InvalidRequest("op", f"unknown operation {type(op).__name__}")
+        results: list[Result] = [None] * len(ops)
+        writes: dict[tuple[tuple[str, ...], str], PutOp] = {}
+        refresh: list[mb.MemoryNode] = []
+        for i, op in enumerate(ops):  # reads first: they see the state before this batch
+            if isinstance(op, GetOp):
+                node = yield from self._get(op)
+                results[i] = None if node is None else self._item_of(node)
+                if node is not None and op.refresh_ttl:
+                    refresh.append(node)
+            elif isinstance(op, SearchOp):
+                found = yield from self._search(op)
+                results[i] = [item for _, item in found]
+                refresh += [n for n, _ in found] if op.refresh_ttl else []
+            elif isinstance(op, ListNamespacesOp):
+                results[i] = yield from self._namespaces(op)
+            elif isinstance(op, PutOp):
+                writes.pop((tuple(op.namespace), str(op.key)), None)
+                writes[(tuple(op.namespace), str(op.key))] = op
+        for node in {n.id: n for n in refresh}.values():
+            yield from self._refresh(node)
+        for op in writes.values():
+            yield from self._put(op)
+        return results
+
+    def _get(self, op: GetOp) -> Steps:
+        scope = self.scope_for(op.namespace)
+        node = yield _call("current_fact", lgmatch.item_key(op.namespace, str(op.key)), self.context, scope=scope)
+        if node is None or self._item_of(node) is None:
+            return None
+        if node.expires_at is not None and node.expires_at <= time.time():
+            return None
+        return node
+
+    def _refresh(self, node: mb.MemoryNode) -> Steps:
+        minutes = node.structured.get("langgraph", {}).get("ttl")
+        if minutes is None:
+            return
+        # written or deleted meanwhile: that write set its own expiry
+        with contextlib.suppress(mb.VersionConflict, mb.MemoryNotFound):
+            yield _call("update", node.id, self.context, expected_version=node.version,
+                        expires_at=time.time() + float(minutes) * 60.0)  # fmt: skip
+
+    def _search(self, op: SearchOp) -> Steps:
+        prefix = lgmatch.prefix_key(op.namespace_prefix)
+        want = max(0, op.offset) + max(0, op.limit)
+        found: list[tuple[mb.MemoryNode, Item]] = []
+        if want == 0:
+            return found
+        if op.query and op.query.strip():
+            k = min(1000, want * (8 if op.filter else 1))
+            options = mb.RecallOptions(key_prefix=prefix, touch=False)
+            hits = yield _call("recall", op.query, self.context, k=k, options=options)
+            for hit in hits:
+                item = self._item_of(hit.node, hit.score, search=True)
+                if item is not None and _UNINDEXED_TAG not in hit.node.tags and lgmatch.passes(item.value, op.filter):
+                    found.append((hit.node, item))
+        else:
+            cursor: str | None = None
+            while len(found) < want:
+                page = yield _call("list_memories", self.context, key_prefix=prefix, limit=_PAGE, cursor=cursor)
+                for node in page.memories:
+                    item = self._item_of(node, search=True)
+                    if item is not None and lgmatch.passes(item.value, op.filter):
+                        found.append((node, item))
+                if page.cursor is None:
+                    break
+                cursor = page.cursor
+        return found[max(0, op.offset) : want]
+
+    def _namespaces(self, op: ListNamespacesOp) -> Steps:
+        seen: set[tuple[str, ...]] = set()
+        cursor: str | None = None
+        while True:
+            page = yield _call("list_memories", self.context, key_prefix=lgmatch.KEY_ROOT + "/", limit=_PAGE,
+                               cursor=cursor)  # fmt: skip
+            for node in page.memories:
+                item = self._item_of(node)
+                if item is not None:
+                    seen.add(item.namespace)
+            if page.cursor is None:
+                break
+            cursor = page.cursor
+        conds = op.match_conditions or ()
+        chosen = [ns for ns in seen if all(lgmatch.matches(c.path, ns, c.match_type) for c in conds)]
+        if op.max_depth is not None:
+            chosen = list({ns[: op.max_depth] for ns in chosen})
+        return sorted(chosen)[op.offset : op.offset + op.limit]
+
+    def _put(self, op: PutOp) -> Steps:
+        namespace, key = tuple(op.namespace), str(op.key)
+        scope = self.scope_for(namespace)
+        fact_key = lgmatch.item_key(namespace, key)
+        last: mb.VersionConflict | None = None
+        for _ in range(_MAX_CAS):
+            current = yield _call("current_fact", fact_key, self.context, scope=scope)
+            if op.value is None:
+                if current is None:
+                    return
+                try:
+                    yield _call("forget", current.id, self.context, expected_version=current.version)
+                    return
+                except mb.MemoryNotFound:
+                    return
+                except mb.VersionConflict as exc:
+                    last = exc
+                    continue
+            value = dict(op.value)
+            text = self._text(value, op.index)
+            now = time.time()
+            meta = {"namespace": list(namespace), "key": key, "value": value, "updated_at": now, "ttl": op.ttl}
+            fields: dict[str, Any] = {
+                "structured": {"langgraph": meta},
+                "tags": () if text is not None else (_UNINDEXED_TAG,),
+            }
+            seconds = None if op.ttl is None else float(op.ttl) * 60.0
+            if current is None:
+                if seconds is not None:
+                    fields["ttl"] = seconds
+                yield _call("assert_fact", fact_key, text or _UNINDEXED, self.context, scope=scope,
+                            strategy="recency", kind="semantic", decay_rate=0.0, **fields)  # fmt: skip
+                return
+            try:
+                yield _call("update", current.id, self.context, expected_version=current.version,
+                            content=text or _UNINDEXED, expires_at=None if seconds is None else now + seconds,
+                            **fields)  # fmt: skip
+                return
+            except mb.VersionConflict as exc:
+                last = exc
+        assert last is not None
+        raise last
+
+    # ---------------------------------------------------------------- drivers
+    def batch(self, ops: Iterable[Op]) -> list[Result]:
+        steps = self._steps(ops)
+        value: Any = None
+        error: BaseException | None = None
+        while True:
+            try:
+                name, args, kwargs = steps.throw(error) if error is not None else steps.send(value)
+            except StopIteration as done:
+                return list(done.value)
+            try:
+                value, error = getattr(self.bus, name)(*args, **kwargs), None
+            except mb.MemoryBusError as exc:
+                value, error = None, exc
+
+    async def abatch(self, ops: Iterable[Op]) -> list[Result]:
+        steps = self._steps(ops)
+        value: Any = None
+        error: BaseException | None = None
+        while True:
+            try:
+                name, args, kwargs = steps.throw(error) if error is not None else steps.send(value)
+            except StopIteration as done:
+                return list(done.value)
+            try:
+                value, error = await getattr(self.bus, name + "_async")(*args, **kwargs), None
+            except mb.MemoryBusError as exc:
+                value, error = None, exc

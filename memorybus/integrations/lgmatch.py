@@ -1,0 +1,123 @@
+"""Pure helpers of the LangGraph store: how a namespace and key become a memory key, and
+the filter and namespace-matching rules of LangGraph's ``BaseStore``. No I/O, no
+LangGraph import (unit-tested on their own).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from memorybus.errors import InvalidRequest
+
+#: the first segment of every key the store writes; items are found by this prefix
+KEY_ROOT = "lgstore"
+_OPERATORS = ("$eq", "$ne", "$gt", "$gte", "$lt", "$lte")
+
+
+def _escape(label: str) -> str:
+    """Labels and keys may hold any character: escape the two the encoding uses."""
+    return label.replace("%", "%25").replace("/", "%2F")
+
+
+def prefix_key(namespace: Sequence[str]) -> str:
+    """The key prefix shared by every item in ``namespace`` and below it, and by no
+    other item: each label ends with a ``/``, so ``("foo",)`` gives ``lgstore/foo/``,
+    which ``("foobar",)`` (``lgstore/foobar/``) does not start with."""
+    return KEY_ROOT + "/" + "".join(_escape(label) + "/" for label in namespace)
+
+
+def item_key(namespace: Sequence[str], key: str) -> str:
+    """The memory key of item ``key`` in ``namespace`` (an empty label marks the end of
+    the namespace, and labels are never empty, so a key is never a namespace)."""
+    return prefix_key(namespace) + "/" + _escape(key)
+
+
+def matches(path: Sequence[str], namespace: Sequence[str], kind: str) -> bool:
+    """LangGraph's namespace condition: ``path`` against the start (``prefix``) or the
+    end (``suffix``) of ``namespace``, label by label; ``*`` matches exactly one label."""
+    if len(namespace) < len(path):
+        return False
+    if kind == "prefix":
+        pairs = zip(path, namespace, strict=False)
+    elif kind == "suffix":
+        pairs = zip(reversed(path), reversed(namespace), strict=False)
+    else:
+        raise InvalidRequest("match_type", f"must be 'prefix' or 'suffix', got {kind!r}")
+    return all(p in ("*", label) for p, label in pairs)
+
+
+def _lookup(value: Mapping[str, Any], field: str) -> Any:
+    """The value at ``field``: a top-level key, else a dotted path into nested dicts."""
+    if field in value:
+        return value[field]
+    node: Any = value
+    for part in field.split("."):
+        if not isinstance(node, Mapping) or part not in node:
+            return None
+        node = node[part]
+    return node
+
+
+def _same(a: Any, b: Any) -> bool:
+    if isinstance(a, bool) != isinstance(b, bool):
+        return False
+    if isinstance(a, Mapping) and isinstance(b, Mapping):
+        return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
+    if isinstance(a, list | tuple) and isinstance(b, list | tuple):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b, strict=True))
+    return bool(a == b)
+
+
+def _number(x: Any) -> float | None:
+    if isinstance(x, bool) or not isinstance(x, int | float):
+        return None
+    return float(x)
+
+
+def _compare(actual: Any, operator: str, expected: Any) -> bool:
+    if operator == "$eq":
+        return _same(actual, expected)
+    if operator == "$ne":
+        return not _same(actual, expected)
+    a, b = _number(actual), _number(expected)
+    if a is None or b is None:
+        if isinstance(actual, str) and isinstance(expected, str):
+            a_s, b_s = actual, expected
+            return {"$gt": a_s > b_s, "$gte": a_s >= b_s, "$lt": a_s < b_s, "$lte": a_s <= b_s}[operator]
+        return False
+    if math.isnan(a) or math.isnan(b):
+        return False
+    return {"$gt": a > b, "$gte": a >= b, "$lt": a < b, "$lte": a <= b}[operator]
+
+
+def check_filter(flt: Mapping[str, Any] | None) -> None:
+    """Raise InvalidRequest for a filter LangGraph's stores would not accept."""
+    if flt is None:
+        return
+    if not isinstance(flt, Mapping):
+        raise InvalidRequest("filter", "must be a dict of field -> value or {operator: value}")
+    for field, cond in flt.items():
+        if not isinstance(field, str) or not field:
+            raise InvalidRequest("filter", "field names must be non-empty strings")
+        if isinstance(cond, Mapping) and any(isinstance(k, str) and k.startswith("$") for k in cond):
+            bad = [k for k in cond if k not in _OPERATORS]
+            if bad:
+                raise InvalidRequest("filter", f"unsupported operator(s) {bad}; use {', '.join(_OPERATORS)}")
+
+
+def _holds(actual: Any, cond: Any) -> bool:
+    if isinstance(cond, Mapping):
+        if any(isinstance(k, str) and k.startswith("$") for k in cond):
+            return all(_compare(actual, op, expected) for op, expected in cond.items())
+        # a nested condition: every field it names must hold in the nested value
+        return isinstance(actual, Mapping) and all(_holds(actual.get(k), v) for k, v in cond.items())
+    return _same(actual, cond)
+
+
+def passes(value: Mapping[str, Any], flt: Mapping[str, Any] | None) -> bool:
+    """Whether an item's ``value`` satisfies ``flt``: every condition must hold. A
+    condition is a value (equal), ``{"$op": value, ...}`` (all operators hold) or a
+    nested dict of conditions on a nested value; a field may be a dotted path."""
+    return not flt or all(_holds(_lookup(value, field), cond) for field, cond in flt.items())
