@@ -67,6 +67,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     ev.add_argument("--no-progress", action="store_true", help="no progress bars")
     ev.set_defaults(func=cmd_eval)
+    from memorybus import mcp_cli
+
+    mcp_cli.register(sub)
     return p
 
 

@@ -1,0 +1,85 @@
+"""``memorybus mcp``: serve the bus over MCP (stdio or streamable HTTP).
+
+Registered by :mod:`memorybus.cli`; the server itself is
+:mod:`memorybus.integrations.mcp` (``pip install memorybus[mcp]``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import sys
+import tempfile
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser(
+        "mcp",
+        help="serve the bus over MCP (stdio, or streamable HTTP on 127.0.0.1) for MCP clients",
+        description="Serve the bus to MCP clients. Identity is the server's: stdio acts as --org/--user/--agent/"
+        "--session; HTTP maps each bearer token to an identity with --tokens FILE "
+        '(JSON: {"<token>": {"org": "acme", "user": "alice", "agent": "claude"}}).',
+    )
+    p.add_argument("--transport", choices=["stdio", "http"], default="stdio")
+    p.add_argument("--host", default="127.0.0.1", help="HTTP: address to bind (default loopback only)")
+    p.add_argument("--port", type=int, default=8765, help="HTTP: port (default 8765)")
+    p.add_argument("--tokens", help="HTTP: JSON file mapping bearer tokens to identities (required for http)")
+    p.add_argument("--org", help="stdio: the org this server acts as (required for stdio)")
+    p.add_argument("--user", default="")
+    p.add_argument("--agent", default="")
+    p.add_argument("--session", default="")
+    p.add_argument("--data-dir", help="embedded store directory (default: a new temp dir)")
+    p.add_argument("--redis-url", help="use Redis records at this URL instead of the embedded store")
+    p.add_argument("--shards", type=int, default=2)
+    p.add_argument("--namespace", default="memorybus_mcp", help="Ray namespace of the bus's actors")
+    p.add_argument("--num-cpus", type=float, default=None, help="CPUs for a Ray started here")
+    p.set_defaults(func=cmd_mcp)
+
+
+def cmd_mcp(args: argparse.Namespace) -> int:
+    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    try:
+        from memorybus.integrations import mcp as door
+    except ImportError as exc:
+        print(f"error: the MCP server needs the mcp extra (pip install 'memorybus[mcp]'): {exc}", file=sys.stderr)
+        return 2
+    import memorybus as mb
+
+    try:
+        if args.transport == "stdio":
+            if not args.org:
+                raise mb.ConfigError("org", "stdio serves one identity: pass --org (and --user/--agent/--session)")
+            identity: mb.Context | None = mb.Context(args.org, args.user, args.agent, args.session)
+            tokens = None
+        else:
+            if not args.tokens:
+                raise mb.ConfigError("tokens", "http maps bearer tokens to identities: pass --tokens FILE")
+            identity, tokens = None, door.load_tokens(args.tokens)
+        if args.redis_url:
+            cfg = mb.Config.redis(args.redis_url, num_shards=args.shards, namespace=args.namespace)
+        else:
+            data_dir = args.data_dir or tempfile.mkdtemp(prefix="memorybus-mcp-")
+            cfg = mb.Config.embedded(data_dir, num_shards=args.shards, namespace=args.namespace)
+    except mb.MemoryBusError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    ray_kwargs = {"log_to_driver": False} | ({"num_cpus": args.num_cpus} if args.num_cpus else {})
+    with contextlib.redirect_stdout(sys.stderr):  # stdout is the stdio transport's: keep it clean
+        bus = mb.connect(cfg, **ray_kwargs)
+    print(f"memorybus mcp: {args.transport}, {cfg.num_shards} shards, namespace {cfg.namespace}", file=sys.stderr)
+    try:
+        if identity is not None:
+            door.build_server(bus, identity).run("stdio")
+        else:
+            from mcp.server.auth.settings import AuthSettings
+
+            base = f"http://{args.host}:{args.port}"
+            auth = AuthSettings(issuer_url=base, resource_server_url=f"{base}/mcp")  # type: ignore[arg-type]
+            server = door.build_server(bus, None, token_verifier=door.TokenIdentities(tokens or {}), auth=auth)
+            server.run("streamable-http", host=args.host, port=args.port)
+    finally:
+        bus.shutdown()
+    return 0
