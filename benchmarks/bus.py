@@ -85,7 +85,7 @@ def fanout(bus: Any, args: argparse.Namespace) -> dict[str, Any]:
     # wait on the bus actor's delivery count (one call per poll), not on every
     # subscriber: polling 100 actors would load the cores the fan-out needs
     def delivered() -> int:
-        return int(bus.bus_stats(org)["delivered"])
+        return int(bus.bus_stats(mb.Context(org))["delivered"])
 
     def wait_for(target: int, timeout: float) -> None:
         deadline = time.time() + timeout

@@ -11,12 +11,13 @@ Public API::
 
 from memorybus.bus.conflicts import Strategy
 from memorybus.client import MemoryBus, connect
-from memorybus.client_bus import Inbox, Subscription
 from memorybus.client_list import MemoryPage
+from memorybus.client_subs import Inbox, Subscription
 from memorybus.clock import Clock, ManualClock, SystemClock
 from memorybus.config import BusPolicy, Config, RankingWeights
 from memorybus.errors import (
     ConfigError,
+    DeliveryFailed,
     EmbeddingError,
     IndexUnavailable,
     InvalidMemory,
@@ -41,6 +42,7 @@ __all__ = [
     "Config",
     "ConfigError",
     "Context",
+    "DeliveryFailed",
     "EmbeddingError",
     "Event",
     "EventFilter",

@@ -25,6 +25,7 @@ from memorybus.actors import runtime
 from memorybus.actors.runtime import Op, Settled
 from memorybus.client_bus import BusClientMixin, MaintenanceClientMixin
 from memorybus.client_list import ListingClientMixin
+from memorybus.client_subs import SubscriptionClientMixin
 from memorybus.config import Config
 from memorybus.context import ContextBlock, ContextBuilder
 from memorybus.errors import (
@@ -70,7 +71,7 @@ _REMEMBER_FIELDS = frozenset(
 )
 
 
-class MemoryBus(BusClientMixin, MaintenanceClientMixin, ListingClientMixin):
+class MemoryBus(BusClientMixin, SubscriptionClientMixin, MaintenanceClientMixin, ListingClientMixin):
     """A handle on the memory bus. Cheap to pickle; actors are found by name."""
 
     def __init__(self, config: Config, *, _create: bool = False) -> None:

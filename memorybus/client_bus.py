@@ -6,20 +6,15 @@ sync and an ``*_async`` form over one operation generator.
 
 from __future__ import annotations
 
-import asyncio
-import inspect
-import threading
 import time
-import uuid
-from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 from memorybus.actors import runtime
 from memorybus.actors.runtime import Op
 from memorybus.bus.conflicts import Strategy
 from memorybus.bus.routing import partition_of
-from memorybus.errors import InvalidMemory, InvalidRequest, StoreUnavailable
-from memorybus.events import Event, EventFilter
+from memorybus.errors import InvalidMemory, InvalidRequest
+from memorybus.events import Event
 from memorybus.model import MemoryKind, MemoryNode
 from memorybus.scopes import Context, Level, Scope
 from memorybus.shard import FactResult
@@ -40,83 +35,6 @@ def _check_key(key: object) -> str:
     if not isinstance(key, str) or not key.strip() or len(key) > 512:
         raise InvalidMemory("key", "must be a non-empty string of at most 512 characters")
     return check_text("key", key, InvalidMemory)
-
-
-class Inbox:
-    """Subscriber-side bookkeeping: drops events already processed, keeps order.
-
-    Create it from the subscription's durable cursors (``bus.subscription_cursors``)
-    when the subscriber starts, pass every delivered batch through :meth:`accept`.
-    """
-
-    def __init__(self, cursors: dict[str, int] | None = None) -> None:
-        self.cursors: dict[str, int] = dict(cursors or {})
-
-    def accept(self, events: Iterable[Event]) -> list[Event]:
-        fresh = []
-        for ev in sorted(events, key=lambda e: (e.scope_key, e.seq)):
-            if ev.seq > self.cursors.get(ev.scope_key, 0):
-                self.cursors[ev.scope_key] = ev.seq
-                fresh.append(ev)
-        return fresh
-
-
-class Subscription:
-    """A live subscription. Push subscriptions are served by the bus actor;
-    callback subscriptions run a listener thread in this process."""
-
-    def __init__(self, bus: Any, sub_id: str, partition: int, cursors: dict[str, int]) -> None:
-        self.bus = bus
-        self.id = sub_id
-        self.partition = partition
-        self.cursors = dict(cursors)
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
-        self.errors: list[BaseException] = []
-
-    def _listen(self, callback: Callable[[list[Event]], Any], loop: asyncio.AbstractEventLoop | None) -> None:
-        hub = self.bus._hub(self.partition)
-        inbox = Inbox(self.cursors)
-        ack: dict[str, int] | None = None
-        while not self._stop.is_set():
-            try:
-                batch = runtime.run_sync(runtime.iter_refs([hub.pull.remote(self.id, ack, 0.5)]), 30)[0]
-            except Exception as exc:  # the bus actor restarts: keep listening
-                self.errors.append(exc)
-                time.sleep(0.2)
-                continue
-            fresh = inbox.accept(batch)
-            if fresh:
-                result = callback(fresh)
-                if inspect.isawaitable(result):
-                    if loop is not None and loop.is_running():
-                        asyncio.run_coroutine_threadsafe(_await(result), loop).result()
-                    else:
-                        asyncio.run(_await(result))
-            ack = dict(inbox.cursors)
-            self.cursors = ack
-
-    def _start(self, callback: Callable[[list[Event]], Any]) -> None:
-        try:
-            loop: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
-        except RuntimeError:
-            loop = None
-        self._thread = threading.Thread(target=self._listen, args=(callback, loop), daemon=True)
-        self._thread.start()
-
-    def stop(self, unsubscribe: bool = False) -> None:
-        """Stop listening (the subscription stays, and resumes with the same id)."""
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout=5)
-        if unsubscribe:
-            self.bus.unsubscribe(self.id, self._context)
-
-    _context: Context
-
-
-async def _await(x: Any) -> Any:
-    return await x
 
 
 class BusClientMixin:
@@ -323,63 +241,6 @@ class BusClientMixin:
 
     async def broadcast_async(self, memory_id: str, to: Level | str, context: Context) -> MemoryNode:
         return await runtime.run_async(self._broadcast_op(memory_id, to, context))
-
-    # ---------------------------------------------------------- subscriptions
-    def subscribe(
-        self,
-        context: Context,
-        filter: EventFilter | None = None,
-        *,
-        target: Any = None,
-        method: str = "on_events",
-        callback: Callable[[list[Event]], Any] | None = None,
-        name: str | None = None,
-        start: str = "now",
-    ) -> Subscription:
-        """Receive every committed change ``context`` could recall and ``filter`` selects.
-
-        Either ``target`` (a Ray actor handle: ``target.<method>.remote(events)`` is
-        called with each batch, in order per scope; returning acknowledges it) or
-        ``callback`` (called in this process, sync or async, from a listener thread).
-        ``name`` identifies a durable subscription: subscribing again with the same
-        name resumes after the last acknowledged event and misses nothing.
-        """
-        _check_context(context)
-        if (target is None) == (callback is None):
-            raise InvalidRequest("target", "give exactly one of target or callback")
-        if filter is not None and not isinstance(filter, EventFilter):
-            raise InvalidRequest("filter", "must be an EventFilter")
-        if start not in ("now", "beginning"):
-            raise InvalidRequest("start", "must be 'now' or 'beginning'")
-        sub_id = name or f"sub-{uuid.uuid4().hex}"
-        partition, hub = self._hub_for(context.org)
-        ref = hub.subscribe.remote(sub_id, context, filter or EventFilter(), target, method, start)
-        cursors = runtime.run_sync(runtime.iter_refs([ref]), 120)[0]
-        sub = Subscription(self, sub_id, partition, cursors)
-        sub._context = context
-        if callback is not None:
-            sub._start(callback)
-        return sub
-
-    def unsubscribe(self, name: str, context: Context) -> bool:
-        _check_context(context)
-        _, hub = self._hub_for(context.org)
-        return bool(runtime.run_sync(runtime.iter_refs([hub.unsubscribe.remote(name)]), 60)[0])
-
-    def subscription_cursors(self, name: str, context: Context) -> dict[str, int]:
-        """The acknowledged position of a durable subscription (for :class:`Inbox`)."""
-        _check_context(context)
-        _, hub = self._hub_for(context.org)
-        try:
-            return dict(runtime.run_sync(runtime.iter_refs([hub.cursors.remote(name)]), 60)[0])
-        except StoreUnavailable:
-            raise
-        except Exception as exc:  # pragma: no cover - defensive
-            raise StoreUnavailable("ray", str(exc)) from None
-
-    def bus_stats(self, org: str) -> dict[str, Any]:
-        _, hub = self._hub_for(org)
-        return dict(runtime.run_sync(runtime.iter_refs([hub.stats.remote()]), 60)[0])
 
 
 class MaintenanceClientMixin:

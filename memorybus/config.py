@@ -93,6 +93,11 @@ class BusPolicy:
     - ``cursor_flush_seconds``: acknowledged cursors of all subscriptions are
       written together at most this often (delivery is at least once across a
       bus actor crash; ``Inbox`` drops repeats).
+    - ``replay_page``: log entries a replay reads at a time (replay from the start of
+      a long log is paged: the bus actor holds one page per subscription).
+    - ``callback_retries``, ``callback_backoff_seconds``: a callback subscription whose
+      callback raises retries the same batch this many times (backoff doubling from
+      this, up to 5 s), then stops with the error surfaced (``sub.failed``, ``sub.check()``).
     - ``judge``: the pluggable contradiction judge (see ``bus.conflicts``).
     """
 
@@ -107,6 +112,9 @@ class BusPolicy:
     subscriber_queue: int = 10_000
     delivery_batch: int = 256
     cursor_flush_seconds: float = 0.05
+    callback_retries: int = 5
+    replay_page: int = 1000
+    callback_backoff_seconds: float = 0.1
     #: decides whether two similar memories contradict (e.g. an LLM call): True, False,
     #: or None for the default rule (negation or different numbers); must pickle
     judge: Callable[[Any, Any], bool | None] | None = None
@@ -182,10 +190,12 @@ class Config:
     def __post_init__(self) -> None:
         if self.bus.strategy not in ("confidence_weighted", "recency", "authority"):
             raise ConfigError("bus.strategy", f"unknown strategy {self.bus.strategy!r}")
-        if self.bus.partitions < 1 or self.bus.subscriber_queue < 1 or self.bus.max_cas_retries < 1:
-            raise ConfigError("bus", "partitions, subscriber_queue and max_cas_retries must be >= 1")
+        if min(self.bus.partitions, self.bus.subscriber_queue, self.bus.max_cas_retries, self.bus.replay_page) < 1:
+            raise ConfigError("bus", "partitions, subscriber_queue, max_cas_retries and replay_page must be >= 1")
         if not 0 <= self.bus.cursor_flush_seconds <= 60:
             raise ConfigError("bus.cursor_flush_seconds", "must be between 0 and 60")
+        if self.bus.callback_retries < 0 or not 0 <= self.bus.callback_backoff_seconds <= 60:
+            raise ConfigError("bus.callback_retries", "retries must be >= 0, backoff between 0 and 60 s")
         if not 0 < self.bus.broadcast_discount <= 1:
             raise ConfigError("bus.broadcast_discount", "must be in (0, 1]")
         for name in ("shard_resources", "embedder_resources"):

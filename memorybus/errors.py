@@ -97,6 +97,19 @@ class ScopeViolation(MemoryBusError, PermissionError):  # noqa: N818 - public AP
         return f"scope violation: access refused ({self.action})"
 
 
+class DeliveryFailed(MemoryBusError):  # noqa: N818 - public API name
+    """A subscription's callback kept failing past its retries; the listener stopped
+    (nothing of the failed batch was acknowledged: subscribing again resumes there)."""
+
+    def __init__(self, name: str, detail: str) -> None:
+        super().__init__(name, detail)
+        self.name = name
+        self.detail = detail
+
+    def __str__(self) -> str:
+        return f"subscription {self.name!r} stopped: its callback failed: {self.detail}"
+
+
 class StoreUnavailable(MemoryBusError):  # noqa: N818 - public API name
     """The durable store (SQLite file, Redis server) could not be reached or failed."""
 

@@ -46,8 +46,12 @@ class BusActor:
             encode_target=cloudpickle.dumps,
             decode_target=cloudpickle.loads,
             cursor_flush_seconds=config.bus.cursor_flush_seconds,
+            replay_page=config.bus.replay_page,
         )
         self._restored = False
+        # restore the subscriptions as soon as the actor runs (after a restart too), not
+        # when some unrelated call arrives: a call to itself, queued behind __init__
+        self._self_restore = ray.get_runtime_context().current_actor.ready.remote()
 
     def _shard_handles(self) -> list[Any]:
         if self._shards is None:
@@ -61,24 +65,25 @@ class BusActor:
         return sorted({self.router.shard_for(s.key) for s in context.visible_scopes()})
 
     async def _read_events(
-        self, context: Context, cursors: dict[str, int], flt: EventFilter
-    ) -> tuple[list[Event], dict[str, int]]:
+        self, context: Context, cursors: dict[str, int], flt: EventFilter, limit: int
+    ) -> tuple[list[Event], dict[str, int], bool]:
+        """One page of the logs of every shard owning a scope ``context`` sees (at most
+        ``limit`` entries in all), the cursors after it, and whether more may follow."""
         shards = self._shard_handles()
+        owners = self._owners(context)
+        per_shard = max(1, limit // max(1, len(owners)))
+        results = await asyncio.gather(
+            *(shards[i].read_events.remote(context, cursors, flt, per_shard) for i in owners)
+        )
         events: list[Event] = []
         merged = dict(cursors)
-        while True:
-            results = await asyncio.gather(
-                *(shards[i].read_events.remote(context, merged, flt, 1000) for i in self._owners(context))
-            )
-            progressed = False
-            for evs, cur in results:
-                events.extend(evs)
-                for k, v in cur.items():
-                    if v > merged.get(k, 0):
-                        merged[k] = v
-                        progressed = True
-            if not progressed:
-                return events, merged
+        more = False
+        for evs, cur, shard_more in results:
+            events.extend(evs)
+            more = more or shard_more
+            for k, v in cur.items():
+                merged[k] = max(merged.get(k, 0), v)
+        return events, merged, more
 
     async def _last_seqs(self, context: Context) -> dict[str, int]:
         shards = self._shard_handles()
@@ -95,8 +100,8 @@ class BusActor:
 
     async def _ensure_restored(self) -> None:
         if not self._restored:
+            self.hub.restore()  # synchronous: no other call runs in between
             self._restored = True
-            self.hub.restore()
 
     async def ready(self) -> int:
         await self._ensure_restored()
@@ -107,25 +112,26 @@ class BusActor:
         self.hub.publish(events)
 
     async def subscribe(
-        self, sub_id: str, context: Context, flt: EventFilter, target: Any, method: str, start: str
+        self, name: str, context: Context, flt: EventFilter, target: Any, method: str, start: str
     ) -> dict[str, int]:
         await self._ensure_restored()
-        return await self.hub.subscribe(sub_id, context, flt, target, method, start)
+        return await self.hub.subscribe(name, context, flt, target, method, start)
 
-    async def unsubscribe(self, sub_id: str) -> bool:
+    async def unsubscribe(self, name: str, context: Context) -> bool:
         await self._ensure_restored()
-        return await self.hub.unsubscribe(sub_id)
+        return await self.hub.unsubscribe(name, context)
 
-    async def cursors(self, sub_id: str) -> dict[str, int]:
+    async def cursors(self, name: str, context: Context) -> dict[str, int]:
         await self._ensure_restored()
-        return self.hub.cursors(sub_id)
+        return self.hub.cursors(name, context)
 
-    async def pull(self, sub_id: str, ack: dict[str, int] | None, timeout: float) -> list[Event]:
+    async def pull(self, name: str, context: Context, ack: dict[str, int] | None, timeout: float) -> list[Event]:
         await self._ensure_restored()
-        return await self.hub.pull(sub_id, ack, timeout)
+        return await self.hub.pull(name, context, ack, timeout)
 
-    async def stats(self) -> dict[str, Any]:
-        return self.hub.stats()
+    async def stats(self, context: Context) -> dict[str, Any]:
+        await self._ensure_restored()
+        return self.hub.stats(context)
 
     async def flush(self) -> int:
         """Write the moved subscription cursors now (before a planned stop)."""

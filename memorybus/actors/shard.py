@@ -122,8 +122,8 @@ class ShardActor:
 
     def read_events(
         self, context: Context, cursors: dict[str, int], flt: EventFilter | None, limit: int
-    ) -> tuple[list[Event], dict[str, int]]:
-        return self._s().read_events(context, cursors, flt, limit)
+    ) -> tuple[list[Event], dict[str, int], bool]:
+        return self._s().read_events_page(context, cursors, flt, limit)
 
     def last_seqs(self, context: Context) -> dict[str, int]:
         return self._s().last_seqs(context)

@@ -16,8 +16,16 @@ are coalesced: every ``cursor_flush_seconds`` one write stores the cursors of
 all subscriptions that moved (one durable write per event per subscriber would
 cost a hundred fsyncs per broadcast to a hundred subscribers). If the hub dies
 in between, the last few acknowledged events are delivered again after the
-restart: delivery is at least once, and :class:`~memorybus.client_bus.Inbox`
+restart: delivery is at least once, and :class:`~memorybus.client_subs.Inbox`
 drops what the subscriber already processed.
+
+Ownership: a subscription belongs to the context that created it (its scope:
+org, user, agent, session). Its ``name`` is unique within that owner: the
+subscription's id is derived from owner and name, so another context using the
+same name has another subscription. Every call (subscribe, unsubscribe, cursors,
+pull) names the caller, and touches only the caller's own subscription; a
+listing (:meth:`Hub.stats`) shows only subscriptions the caller manages (see
+:meth:`~memorybus.scopes.Context.manages`): never another org's names or cursors.
 """
 
 from __future__ import annotations
@@ -25,21 +33,32 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import msgpack
 
+from memorybus.bus.records import (
+    check_name,
+    decode_context,
+    decode_filter,
+    encode_context,
+    encode_filter,
+    subscription_id,
+)
 from memorybus.events import Event, EventFilter, deliverable
 from memorybus.scopes import Context
 from memorybus.storage.kv import KeyValue
 
 log = logging.getLogger(__name__)
 
-#: reads events after cursors from every shard: (context, cursors, filter) -> (events, cursors)
-ReadEvents = Callable[[Context, dict[str, int], EventFilter], Awaitable[tuple[list[Event], dict[str, int]]]]
+#: reads one page of events after cursors from every shard:
+#: (context, cursors, filter, limit) -> (events, cursors, more may follow)
+ReadEvents = Callable[
+    [Context, dict[str, int], EventFilter, int], Awaitable[tuple[list[Event], dict[str, int], bool]]
+]
 #: reads the latest sequence of every scope a context may see
 LastSeqs = Callable[[Context], Awaitable[dict[str, int]]]
 #: delivers a batch to a push subscriber; returns when the subscriber has processed it
@@ -57,43 +76,15 @@ class Subscription:
     pending: dict[str, int] = field(default_factory=dict)  # accounted for (queued or skipped)
     queue: deque[Event] = field(default_factory=deque)
     needs_replay: bool = True
+    more: bool = False  # a paged replay has more to read once the queue is delivered
+    errors: int = 0  # failed deliveries (push)
+    last_error: str = ""
     wake: asyncio.Event = field(default_factory=asyncio.Event)
     task: asyncio.Task[None] | None = None
     delivered: int = 0
     replays: int = 0
     closed: bool = False
-
-
-def _encode_context(c: Context) -> list[Any]:
-    return [c.org, c.user, c.agent, c.session, sorted(c.roles)]
-
-
-def _decode_context(v: list[Any]) -> Context:
-    return Context(v[0], v[1], v[2], v[3], frozenset(v[4]))
-
-
-def _encode_filter(f: EventFilter) -> dict[str, Any]:
-    return {
-        "levels": sorted(x.value for x in f.levels),
-        "scopes": sorted(list(s.as_tuple()) for s in f.scopes),
-        "kinds": sorted(x.value for x in f.kinds),
-        "events": sorted(x.value for x in f.events),
-        "keys": list(f.keys),
-        "tags": sorted(f.tags),
-    }
-
-
-def _decode_filter(d: dict[str, Any]) -> EventFilter:
-    from memorybus.scopes import Scope
-
-    return EventFilter.of(
-        levels=d["levels"],
-        scopes=[Scope(*s) for s in d["scopes"]],
-        kinds=d["kinds"],
-        events=d["events"],
-        keys=d["keys"],
-        tags=d["tags"],
-    )
+    name: str = ""
 
 
 class Hub:
@@ -111,6 +102,7 @@ class Hub:
         encode_target: Callable[[Any], bytes | None] = lambda t: None,
         decode_target: Callable[[bytes], Any] = lambda b: None,
         cursor_flush_seconds: float = 0.05,
+        replay_page: int = 1000,
     ) -> None:
         self.kv = kv
         self._read_events = read_events
@@ -122,7 +114,9 @@ class Hub:
         self._decode_target = decode_target
         self.subs: dict[str, Subscription] = {}
         self.published = 0
+        self.published_by_org: Counter[str] = Counter()
         self.cursor_flush_seconds = cursor_flush_seconds
+        self.replay_page = replay_page
         self._dirty: set[str] = set()
         self._flusher: asyncio.Task[None] | None = None
         self.cursor_writes = 0
@@ -130,8 +124,9 @@ class Hub:
     # ------------------------------------------------------------ persistence
     def _save(self, sub: Subscription) -> None:
         record = {
-            "context": _encode_context(sub.context),
-            "filter": _encode_filter(sub.filter),
+            "name": sub.name,
+            "context": encode_context(sub.context),
+            "filter": encode_filter(sub.filter),
             "method": sub.method,
             "target": self._encode_target(sub.target) if sub.target is not None else None,
             "push": sub.target is not None,
@@ -166,11 +161,24 @@ class Hub:
         return len(dirty)
 
     def restore(self) -> int:
-        """Reload durable subscriptions (after a hub restart); they resume by replay."""
+        """Reload durable subscriptions (after a hub restart); they resume by replay.
+
+        A record written before subscriptions had owners (keyed by name alone) is moved
+        under its owner's id."""
         for key, blob in self.kv.scan("sub:"):
             sub_id = key[4:]
             rec = msgpack.unpackb(blob, raw=False)
             cur = self.kv.get(f"cur:{sub_id}")
+            name = rec.get("name") or sub_id
+            owner = decode_context(rec["context"])
+            if sub_id != subscription_id(owner, name):
+                old, sub_id = sub_id, subscription_id(owner, name)
+                self.kv.put_many({f"sub:{sub_id}": msgpack.packb({**rec, "name": name}, use_bin_type=True),
+                                  **({f"cur:{sub_id}": cur} if cur else {})})
+                self.kv.delete(f"sub:{old}")
+                self.kv.delete(f"cur:{old}")
+            if sub_id in self.subs:
+                continue  # already restored (an earlier attempt stopped part way)
             target = None
             if rec["push"] and rec["target"] is not None:
                 try:
@@ -179,37 +187,48 @@ class Hub:
                     target = None
             sub = Subscription(
                 sub_id,
-                _decode_context(rec["context"]),
-                _decode_filter(rec["filter"]),
+                owner,
+                decode_filter(rec["filter"]),
                 target,
                 rec["method"],
                 dict(msgpack.unpackb(cur, raw=False)) if cur else {},
+                name=name,
             )
             self.subs[sub_id] = sub
             self._start(sub)
         return len(self.subs)
 
     # ---------------------------------------------------------------- control
+    def find(self, context: Context, name: str) -> Subscription | None:
+        """``context``'s own subscription ``name``, or None (another owner's never)."""
+        sub = self.subs.get(subscription_id(context, name))
+        return sub if sub is not None and sub.context.scope == context.scope else None
+
     async def subscribe(
         self,
-        sub_id: str,
+        name: str,
         context: Context,
         flt: EventFilter,
         target: Any | None,
         method: str,
         start: str = "now",
     ) -> dict[str, int]:
-        """Create or re-attach a subscription; returns its acknowledged cursors.
+        """Create or re-attach ``context``'s subscription ``name``; returns its
+        acknowledged cursors.
 
         A new subscription starts at the current end of the logs (``start="now"``)
-        or at their beginning (``"beginning"``). Re-attaching (same id) keeps the
-        acknowledged cursors and replays whatever the subscriber missed.
+        or at their beginning (``"beginning"``). Re-attaching (same owner, same name)
+        keeps the acknowledged cursors and replays whatever the subscriber missed.
+        The same name used by another context is another subscription.
         """
-        existing = self.subs.get(sub_id)
+        name = check_name(name)
+        sub_id = subscription_id(context, name)
+        existing = self.find(context, name)
         if existing is not None and not existing.closed:
             existing.context, existing.filter = context, flt
             existing.target, existing.method = target, method
             existing.needs_replay = True
+            existing.more = False
             existing.queue.clear()
             self._save(existing)
             existing.wake.set()
@@ -223,14 +242,19 @@ class Hub:
             acked = {}
         else:
             acked = await self._last_seqs(context)
-        sub = Subscription(sub_id, context, flt, target, method, acked)
+        sub = Subscription(sub_id, context, flt, target, method, acked, name=name)
         self.subs[sub_id] = sub
         self._save(sub)
         self._start(sub)
         return dict(acked)
 
-    async def unsubscribe(self, sub_id: str) -> bool:
-        sub = self.subs.pop(sub_id, None)
+    async def unsubscribe(self, name: str, context: Context) -> bool:
+        """Delete ``context``'s subscription ``name`` and its cursors; False if it has none."""
+        sub_id = subscription_id(context, check_name(name))
+        sub = self.find(context, name)
+        if sub is None and self.subs.get(sub_id) is not None:
+            return False  # not the caller's
+        self.subs.pop(sub_id, None)
         self._dirty.discard(sub_id)
         self.kv.delete(f"sub:{sub_id}")
         self.kv.delete(f"cur:{sub_id}")
@@ -242,26 +266,34 @@ class Hub:
             sub.task.cancel()
         return True
 
-    def cursors(self, sub_id: str) -> dict[str, int]:
-        sub = self.subs.get(sub_id)
+    def cursors(self, name: str, context: Context) -> dict[str, int]:
+        """The acknowledged cursors of ``context``'s subscription ``name`` ({} if none)."""
+        sub = self.find(context, check_name(name))
         if sub is not None:
             return dict(sub.acked)
+        sub_id = subscription_id(context, name)
+        if sub_id in self.subs:
+            return {}
         saved = self.kv.get(f"cur:{sub_id}")
         return dict(msgpack.unpackb(saved, raw=False)) if saved else {}
 
-    def stats(self) -> dict[str, Any]:
+    def stats(self, context: Context) -> dict[str, Any]:
+        """Delivery figures of the subscriptions ``context`` manages (by name), and the
+        events published for its org. Nothing about other orgs."""
+        mine = [s for s in self.subs.values() if s.context.org == context.org and context.manages(s.context.scope)]
         return {
-            "published": self.published,
-            "delivered": sum(s.delivered for s in self.subs.values()),
-            "cursor_writes": self.cursor_writes,
+            "published": self.published_by_org[context.org],
+            "delivered": sum(s.delivered for s in mine),
             "subscriptions": {
-                s.id: {
+                (s.name if s.context.scope == context.scope else f"{s.name}@{s.context}"): {
                     "queued": len(s.queue),
                     "delivered": s.delivered,
                     "replays": s.replays,
-                    "replaying": s.needs_replay,
+                    "replaying": s.needs_replay or s.more,
+                    "errors": s.errors,
+                    "last_error": s.last_error,
                 }
-                for s in self.subs.values()
+                for s in mine
             },
         }
 
@@ -269,9 +301,11 @@ class Hub:
     def publish(self, events: list[Event]) -> None:
         """Accept committed events from a shard (never blocks, never raises)."""
         self.published += len(events)
+        for ev in events:
+            self.published_by_org[ev.node.scope.org] += 1
         for sub in self.subs.values():
-            if sub.closed or sub.needs_replay:
-                continue
+            if sub.closed or sub.needs_replay or sub.more:
+                continue  # it reads these from the log
             touched = False
             for ev in events:
                 if ev.node.scope.org != sub.context.org or not ev.node.scope.visible_to(sub.context):
@@ -301,10 +335,17 @@ class Hub:
             sub.task = asyncio.get_running_loop().create_task(self._push_loop(sub))
 
     async def _replay(self, sub: Subscription) -> None:
-        events, cursors = await self._read_events(sub.context, dict(sub.acked), sub.filter)
+        """Read the next page of the logs after the acknowledged cursors into the queue
+        (one page at a time: a long backlog is never held at once)."""
+        start = dict(sub.acked)
+        if sub.more:  # the next page: after what the last one accounted for
+            for scope_key, seq in sub.pending.items():
+                start[scope_key] = max(start.get(scope_key, 0), seq)
+        events, cursors, more = await self._read_events(sub.context, start, sub.filter, self.replay_page)
         sub.queue = deque(sorted(events, key=lambda e: (e.scope_key, e.seq)))
         sub.pending = dict(cursors)
         sub.needs_replay = False
+        sub.more = more
         sub.replays += 1
 
     def _take(self, sub: Subscription) -> list[Event]:
@@ -335,6 +376,10 @@ class Hub:
                 if sub.needs_replay:
                     await self._replay(sub)
                 batch = self._take(sub)
+                if not batch and sub.more:
+                    self._ack(sub, [])
+                    sub.needs_replay = True  # the page is delivered: read the next one
+                    continue
                 if not batch:
                     if not sub.needs_replay:
                         self._ack(sub, [])
@@ -349,15 +394,18 @@ class Hub:
                 raise
             except Exception as exc:  # subscriber or shard unavailable: replay after a pause
                 log.warning("subscription %s: %s; will replay", sub.id, exc)
+                sub.errors += 1
+                sub.last_error = repr(exc)
                 sub.needs_replay = True
+                sub.more = False  # from the acknowledged cursors again
                 sub.queue.clear()
                 await asyncio.sleep(backoff)
                 backoff = min(backoff * 2, 2.0)
 
-    async def pull(self, sub_id: str, ack: dict[str, int] | None, timeout: float) -> list[Event]:
+    async def pull(self, name: str, context: Context, ack: dict[str, int] | None, timeout: float) -> list[Event]:
         """For driver-side subscribers: acknowledge what was processed, then wait up to
-        ``timeout`` seconds for the next batch."""
-        sub = self.subs.get(sub_id)
+        ``timeout`` seconds for the next batch of ``context``'s subscription ``name``."""
+        sub = self.find(context, check_name(name))
         if sub is None or sub.target is not None:
             return []
         if ack:
@@ -370,6 +418,8 @@ class Hub:
                 self._save_cursor(sub)
         deadline = asyncio.get_running_loop().time() + timeout
         while True:
+            if not sub.queue and sub.more:
+                sub.needs_replay = True  # the page is handed out: read the next one
             if sub.needs_replay:
                 await self._replay(sub)
             batch = self._take(sub)

@@ -5,7 +5,9 @@ touches only the partitions of the caller's visible scopes: its cost follows
 the size of what the caller can see, not the size of the shard. Postings are
 append-only ``array`` buffers read by numpy without copying; a removed or
 replaced document is marked dead and its postings are compacted away when a
-partition holds more dead than live entries.
+partition holds more dead than live entries; dead document slots are reclaimed
+(all slots renumbered) when they outnumber the live ones, so re-indexing one
+document many times does not grow the index.
 
 Scores are Okapi BM25 over the union of the visible partitions (document
 frequencies and average length summed over them), so results do not depend on
@@ -63,6 +65,10 @@ class KeywordIndex:
     def __len__(self) -> int:
         return len(self._slot_of)
 
+    def slots(self) -> int:
+        """Document slots held, live or dead (bounded by twice the live ones, plus 64)."""
+        return len(self._ids)
+
     # ------------------------------------------------------------------ writes
     def add(self, doc_id: str, scope_key: str, terms: Sequence[str]) -> None:
         """Index ``terms`` as document ``doc_id`` (replacing an earlier version)."""
@@ -109,7 +115,35 @@ class KeywordIndex:
                 part.dead += 1
         if part.dead > max(64, part.entries - part.dead):
             self._compact(part)
+        if len(self._ids) - len(self._slot_of) > max(64, len(self._slot_of)):
+            self._reclaim_slots()
         return True
+
+    def _reclaim_slots(self) -> None:
+        """Renumber the live documents ``0..n-1`` and drop every dead slot and posting."""
+        alive = np.frombuffer(self._alive, dtype=np.bool_)
+        keep = np.flatnonzero(alive)
+        new_of = np.full(len(self._ids), -1, dtype=np.int32)
+        new_of[keep] = np.arange(len(keep), dtype=np.int32)
+        for part in self._parts.values():
+            for term in list(part.postings):
+                post = part.postings[term]
+                slots = np.frombuffer(post.slots, dtype=np.int32)
+                live = alive[slots]
+                if not live.any():
+                    del part.postings[term]
+                    continue
+                post.slots = array("i", new_of[slots[live]].tobytes())
+                post.tfs = array("f", np.frombuffer(post.tfs, dtype=np.float32)[live].tobytes())
+            part.entries -= part.dead
+            part.dead = 0
+        idx = keep.tolist()
+        self._ids = [self._ids[i] for i in idx]
+        self._scope = [self._scope[i] for i in idx]
+        self._terms = [self._terms[i] for i in idx]
+        self._len = array("f", np.frombuffer(self._len, dtype=np.float32)[keep].tobytes())
+        self._alive = bytearray(len(idx)) if not idx else bytearray(b"\x01" * len(idx))
+        self._slot_of = {doc_id: i for i, doc_id in enumerate(self._ids)}
 
     def _compact(self, part: _Partition) -> None:
         for term in list(part.postings):

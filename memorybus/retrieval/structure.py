@@ -86,11 +86,22 @@ class VectorCache:
     def __len__(self) -> int:
         return len(self._slot)
 
+    def rows(self) -> int:
+        """Rows in use, live or dead (bounded by twice the live ones, plus 64)."""
+        return self._n
+
     def add(self, memory_id: str, scope_key: str, vector: np.ndarray) -> None:
+        """Cache ``memory_id``'s vector; a new vector of a cached memory replaces its row."""
         vec = np.asarray(vector, dtype=np.float32).reshape(-1)
         if self._mat.shape[1] not in (0, vec.shape[0]):
             return
+        slot = self._slot.get(memory_id)
+        if slot is not None and self._scope_of[slot] == scope_key:
+            self._mat[slot] = vec  # re-indexed: the same row, no new one
+            return
         self.remove(memory_id)
+        if self._dead > max(64, len(self._slot)):
+            self._compact()
         if self._n >= self._mat.shape[0]:
             grown = np.zeros((max(64, 2 * self._mat.shape[0]), vec.shape[0]), dtype=np.float32)
             if self._n:
@@ -116,6 +127,23 @@ class VectorCache:
         part = self._parts[scope]
         if len(part) > 64 and self._live[scope] * 2 < len(part):
             self._parts[scope] = array("i", (s for s in part if self._ids[s] is not None))
+
+    def _compact(self) -> None:
+        """Drop the rows of removed memories: renumber the live ones ``0..n-1``."""
+        live = [(memory_id, slot) for memory_id, slot in self._slot.items()]
+        live.sort(key=lambda x: x[1])
+        old = np.fromiter((s for _, s in live), dtype=np.int64, count=len(live))
+        rows = max(64, 2 * len(live))
+        mat = np.zeros((rows, self._mat.shape[1]), dtype=np.float32)
+        mat[: len(live)] = self._mat[old]
+        scope_of = [self._scope_of[s] for _, s in live]
+        self._mat, self._n, self._dead = mat, len(live), 0
+        self._slot = {memory_id: i for i, (memory_id, _) in enumerate(live)}
+        self._ids = [memory_id for memory_id, _ in live]
+        self._scope_of = scope_of
+        self._parts = {}
+        for i, scope in enumerate(scope_of):
+            self._parts.setdefault(scope, array("i")).append(i)
 
     def has(self, memory_id: str) -> bool:
         return memory_id in self._slot

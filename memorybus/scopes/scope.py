@@ -141,6 +141,16 @@ class Context:
         """The narrowest scope this context owns."""
         return Scope(self.org, self.user, self.agent, self.session)
 
+    def manages(self, scope: Scope) -> bool:
+        """Whether this context may manage ``scope`` (run maintenance over it, list its
+        subscriptions): every non-empty field of the context equals the scope's. An org
+        context manages its whole org, a user context that user's scopes; nobody manages
+        another org."""
+        return all(
+            not mine or mine == theirs
+            for mine, theirs in zip(self.scope.as_tuple(), scope.as_tuple(), strict=True)
+        )
+
     def visible_scopes(self) -> list[Scope]:
         """Every scope whose memories this context may see (at most 8).
 

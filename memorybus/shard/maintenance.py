@@ -204,24 +204,44 @@ class MaintenanceMixin(_ShardState):
     def read_events(
         self, context: Context, cursors: dict[str, int], flt: EventFilter | None = None, limit: int = 1000
     ) -> tuple[list[Event], dict[str, int]]:
+        """One page of :meth:`read_events_page`, without the "more" flag."""
+        events, new_cursors, _ = self.read_events_page(context, cursors, flt, limit)
+        return events, new_cursors
+
+    def read_events_page(
+        self, context: Context, cursors: dict[str, int], flt: EventFilter | None = None, limit: int = 1000
+    ) -> tuple[list[Event], dict[str, int], bool]:
         """Events after ``cursors[scope_key]`` for every scope that ``context`` may see,
         in per-scope order, keeping only those it could recall and ``flt`` selects.
 
-        Returns the events and the new cursors (advanced past events filtered out).
+        Reads at most ``limit`` log entries in all (a page: replay from the start of a
+        long log never loads it at once). Returns the events, the new cursors (advanced
+        past events filtered out; scopes not reached keep theirs) and whether more
+        entries may follow.
         """
         context = self._check_context(context)
+        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+            raise InvalidRequest("limit", "must be a positive int")
         flt = flt or EventFilter()
         out: list[Event] = []
         new_cursors: dict[str, int] = {}
+        left = limit
+        more = False
         for scope in context.visible_scopes():
+            if left <= 0:
+                more = True
+                break
             after = int(cursors.get(scope.key, 0))
-            for seq, blob in self.store.read_events(scope.key, after, limit):
+            rows = self.store.read_events(scope.key, after, left)
+            for seq, blob in rows:
                 ev = Event.decode(blob, seq)
                 if deliverable(ev, context, flt):
                     out.append(ev)
                 after = seq
             new_cursors[scope.key] = after
-        return out, new_cursors
+            left -= len(rows)
+            more = more or left <= 0
+        return out, new_cursors, more
 
     def last_seqs(self, context: Context) -> dict[str, int]:
         context = self._check_context(context)

@@ -208,17 +208,27 @@ class WritesMixin(_ShardState):
         """Mirror a committed node in the cache and the content-hash map."""
         old = self._nodes.get(node.id)
         if old is not None:
-            self._hashes.get((old.scope.key, _content_hash(old)), set()).discard(old.id)
+            self._unhash(old)
         self._nodes[node.id] = node.without_embedding()
         self._hashes.setdefault((node.scope.key, _content_hash(node)), set()).add(node.id)
         self._recall.on_indexed(node)
         if self.graph_policy.hops > 0:
             self.graph.add_memory(node)
 
+    def _unhash(self, node: MemoryNode) -> None:
+        """Drop ``node`` from the content-hash map (and its entry once empty: a memory
+        rewritten many times leaves nothing behind)."""
+        key = (node.scope.key, _content_hash(node))
+        ids = self._hashes.get(key)
+        if ids is not None:
+            ids.discard(node.id)
+            if not ids:
+                del self._hashes[key]
+
     def _forget_local(self, memory_id: str) -> None:
         old = self._nodes.pop(memory_id, None)
         if old is not None:
-            self._hashes.get((old.scope.key, _content_hash(old)), set()).discard(memory_id)
+            self._unhash(old)
         self._touches.pop(memory_id, None)
         self._recall.on_removed(memory_id)
         if self.graph_policy.hops > 0:

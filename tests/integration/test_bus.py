@@ -182,3 +182,160 @@ def test_events_never_reach_a_subscriber_that_cannot_see_them(bus):
     assert [e.node.content for e in got_cb] == ["shared org notice"]
     sub.stop()
     ray.kill(spy)
+
+
+def test_same_subscription_name_in_two_orgs_stays_apart(bus):
+    """Org A and org B both subscribe as "planner-feed": each receives its own events only,
+    and no call of B reads, lists or deletes A's subscription (issue 10, item 1)."""
+    alice, bob = Context(org(), "alice", "planner"), Context(org(), "bob", "spy")
+    got = {"a": [], "b": []}
+    a_sub = bus.subscribe(alice, callback=got["a"].extend, name="planner-feed")
+    b_sub = bus.subscribe(bob, callback=got["b"].extend, name="planner-feed")
+    for i in range(7):
+        bus.remember(f"alice plan step {i}", alice, scope="user")
+    for i in range(3):
+        bus.remember(f"bob secret {i}: acquisition target is Initech {i}", bob, scope="user")
+    _wait(lambda: len(got["a"]) >= 7 and len(got["b"]) >= 3, 60)
+    time.sleep(0.5)
+    assert [e.node.content for e in got["a"]] == [f"alice plan step {i}" for i in range(7)]
+    assert [e.node.content for e in got["b"]] == [f"bob secret {i}: acquisition target is Initech {i}" for i in range(3)]
+    assert not any(alice.org in k for k in bus.subscription_cursors("planner-feed", bob))
+    assert bus.subscription_cursors("planner-feed", alice).get(Scope(alice.org, "alice").key) == 7
+    assert alice.org not in repr(bus.bus_stats(bob)) and alice.org not in repr(bus.bus_stats(Context(bob.org)))
+    b_sub.stop()
+    assert bus.unsubscribe("planner-feed", bob) is True
+    bus.remember("alice plan step 7", alice, scope="user")
+    _wait(lambda: len(got["a"]) == 8, 60)
+    assert list(bus.bus_stats(alice)["subscriptions"]) == ["planner-feed"]
+    a_sub.stop(unsubscribe=True)
+
+
+def test_a_failing_callback_is_retried_recorded_and_surfaced(bus):
+    """An exception in a callback never ends a subscription silently (issue 10, item 12)."""
+    from dataclasses import replace
+
+    quick = mb.MemoryBus(bus.config.with_(bus=replace(bus.config.bus, callback_retries=2,
+                                                      callback_backoff_seconds=0.05)))
+    ctx = Context(org(), "u1", "agent")
+    got, calls = [], []
+
+    def flaky(batch):
+        calls.append(len(batch))
+        if len(calls) <= 2:
+            raise RuntimeError(f"transient failure {len(calls)}")
+        got.extend(batch)
+
+    sub = quick.subscribe(ctx, callback=flaky, name="flaky")
+    for i in range(4):
+        quick.remember(f"step {i}", ctx)
+    _wait(lambda: len(got) >= 4, 60)
+    assert [e.node.content for e in Inbox().accept(got)] == [f"step {i}" for i in range(4)]
+    assert [str(e) for e in sub.errors] == ["transient failure 1", "transient failure 2"]
+    assert sub.alive and sub.failed is None
+    sub.stop()
+
+    def broken(batch):
+        raise ValueError("bug in the handler")
+
+    dead = quick.subscribe(ctx, callback=broken, name="broken")
+    quick.remember("the event the handler cannot take", ctx)
+    _wait(lambda: not dead.alive, 60)
+    assert len(dead.errors) == 3 and isinstance(dead.failed, ValueError)
+    with pytest.raises(mb.DeliveryFailed) as exc:
+        dead.check()
+    assert "bug in the handler" in str(exc.value)
+    fixed = []
+    again = quick.subscribe(ctx, callback=fixed.extend, name="broken")  # resumes: nothing was acknowledged
+    _wait(lambda: len(fixed) >= 1, 60)
+    assert fixed[0].node.content == "the event the handler cannot take"
+    again.stop(unsubscribe=True)
+    quick.unsubscribe("flaky", ctx)
+
+
+@ray.remote(num_cpus=0, max_restarts=-1, max_task_retries=-1)
+class GatedListener:
+    """Holds its first batch until released (an async actor: release runs meanwhile)."""
+
+    def __init__(self):
+        import asyncio
+
+        self.gate = asyncio.Event()
+        self.got = []
+        self.calls = 0
+
+    async def on_events(self, batch):
+        self.calls += 1
+        if self.calls == 1:
+            await self.gate.wait()
+        self.got.extend((e.scope_key, e.seq, e.node.content) for e in batch)
+
+    async def release(self):
+        self.gate.set()
+
+    async def received(self):
+        return list(self.got)
+
+    async def calls_made(self):
+        return self.calls
+
+
+def _unique_in_order(got):
+    seen, out = set(), []
+    for scope_key, seq, content in sorted(got, key=lambda x: (x[0], x[1])):
+        if (scope_key, seq) not in seen:
+            seen.add((scope_key, seq))
+            out.append(content)
+    return out
+
+
+def test_a_restarted_bus_actor_resumes_push_delivery_on_its_own(bus, tmp_path):
+    """Events queued when the bus actor dies are delivered after its restart with no
+    other call arriving (issue 10, item 13). A bus of its own: no other test's listener
+    may call its bus actor."""
+    quiet = mb.connect(bus.config.with_(namespace=f"{bus.config.namespace}q", data_dir=str(tmp_path),
+                                        embedder_num_cpus=0.25))
+    try:
+        _restarted_bus_resumes(quiet)
+    finally:
+        quiet.shutdown()
+
+
+def _restarted_bus_resumes(bus):
+    o = org()
+    ctx = Context(o, "u1", "listener")
+    listener = GatedListener.remote()
+    bus.subscribe(ctx, target=listener, name="gated")
+    bus.remember("first", ctx, scope="org")
+    _wait(lambda: ray.get(listener.calls_made.remote(), timeout=10) == 1, 60)  # held at the gate
+    for i in range(5):
+        bus.remember(f"queued {i}", ctx, scope="org")
+    time.sleep(1.0)  # every publish has reached the bus actor
+    _, hub = bus._hub_for(o)
+    old = ray.get(hub.pid.remote(), timeout=30)
+    ray.kill(hub, no_restart=False)
+    _wait(lambda: ray.get(hub.pid.remote(), timeout=10) != old, 120)  # pid() does not restore
+    ray.get(listener.release.remote(), timeout=10)
+    _wait(lambda: len(_unique_in_order(ray.get(listener.received.remote(), timeout=10))) >= 6, 60)
+    assert _unique_in_order(ray.get(listener.received.remote(), timeout=10)) == \
+        ["first"] + [f"queued {i}" for i in range(5)]
+    bus.unsubscribe("gated", ctx)
+    ray.kill(listener)
+
+
+def test_replay_of_a_long_log_is_paged(bus):
+    """A subscriber starting at the beginning of a 2,500-event log: the bus actor holds at
+    most one page (BusPolicy.replay_page) at a time, and delivers all (issue 10, item 17)."""
+    o = org()
+    ctx = Context(o, "u1", "reader")
+    bus.remember_many([f"log entry number {i}" for i in range(2500)], ctx)
+    listener = GatedListener.remote()
+    bus.subscribe(ctx, target=listener, name="from-start", start="beginning")
+    _wait(lambda: ray.get(listener.calls_made.remote(), timeout=10) == 1, 60)
+    held = bus.bus_stats(ctx)["subscriptions"]["from-start"]["queued"]
+    assert 0 < held <= 1000  # BusPolicy.replay_page
+    ray.get(listener.release.remote(), timeout=10)
+    _wait(lambda: len(ray.get(listener.received.remote(), timeout=10)) >= 2500, 120)
+    got = _unique_in_order(ray.get(listener.received.remote(), timeout=10))
+    assert got == [f"log entry number {i}" for i in range(2500)]
+    bus.unsubscribe("from-start", ctx)
+    ray.kill(listener)

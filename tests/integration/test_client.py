@@ -119,6 +119,12 @@ def test_shard_enforces_visibility_even_if_the_client_is_bypassed(bus):
     assert isinstance(exc.value.cause, mb.ScopeViolation)
 
 
+@ray.remote(num_cpus=0)
+class Echo:
+    def on_events(self, batch):
+        return len(batch)
+
+
 Z = "00000000-0000-0000-0000-000000000000"
 # (api, call(bus, ctx, probe_id), expected error)
 BAD_CALLS = [
@@ -171,6 +177,39 @@ BAD_CALLS = [
     ("forget", lambda b, c, p: b.forget(p, c, expected_version=7), mb.VersionConflict),
     ("forget", lambda b, c, p: b.forget(p, "ctx"), mb.InvalidRequest),
     ("forget", lambda b, c, p: b.forget(p, Context(c.org, "u9")), mb.ScopeViolation),
+    # lone surrogates have no UTF-8 form: refused where they enter (issue 10, item 16)
+    ("remember", lambda b, c, p: b.remember("bad \ud800 text", c), mb.InvalidMemory),
+    ("remember", lambda b, c, p: b.remember("ok", c, key="k\ud800"), mb.InvalidMemory),
+    ("remember", lambda b, c, p: b.remember("ok", c, tags=["\udfff"]), mb.InvalidMemory),
+    ("remember", lambda b, c, p: b.remember("ok", c, source="\ud800"), mb.InvalidMemory),
+    ("remember", lambda b, c, p: b.remember("ok", c, structured={"s": "\ud800"}), mb.InvalidMemory),
+    ("remember_many", lambda b, c, p: b.remember_many(["fine", "\ud800"], c), mb.InvalidMemory),
+    ("recall", lambda b, c, p: b.recall("what \ud800", c), mb.InvalidRequest),
+    ("context_for", lambda b, c, p: b.context_for("what \ud800", c), mb.InvalidRequest),
+    ("update", lambda b, c, p: b.update(p, c, expected_version=1, content="x\ud800"), mb.InvalidMemory),
+    ("update", lambda b, c, p: b.update(p, c, expected_version=1, tags=["\ud800"]), mb.InvalidMemory),
+    ("assert_fact", lambda b, c, p: b.assert_fact("k\ud800", "v", c), mb.InvalidMemory),
+    ("assert_fact", lambda b, c, p: b.assert_fact("k", "v\ud800", c), mb.InvalidMemory),
+    ("current_fact", lambda b, c, p: b.current_fact("k\ud800", c), mb.InvalidMemory),
+    ("history", lambda b, c, p: b.history("k\ud800", c), mb.InvalidMemory),
+    ("remember_fact", lambda b, c, p: b.remember_fact("Al\ud800", "works_at", "Acme", c), mb.InvalidMemory),
+    ("embed", lambda b, c, p: b.embed(["\ud800"]), mb.InvalidRequest),
+    ("subscribe", lambda b, c, p: b.subscribe(c, callback=print, name="n\ud800"), mb.InvalidRequest),
+    ("subscribe", lambda b, c, p: b.subscribe(c, mb.EventFilter.of(keys=["\ud800"]), callback=print),
+     mb.InvalidRequest),
+    # poison values and limits
+    ("remember", lambda b, c, p: b.remember("ok", c, valid_from=1e12), mb.InvalidMemory),
+    ("remember", lambda b, c, p: b.remember("ok", c, valid_from=float("inf")), mb.InvalidMemory),
+    ("remember", lambda b, c, p: b.remember("ok", c, ttl=1e300), mb.InvalidMemory),
+    ("recall", lambda b, c, p: b.recall("q", c, as_of=float("inf")), mb.InvalidRequest),
+    ("recall", lambda b, c, p: b.recall("q", c, start=1e12), mb.InvalidRequest),
+    ("update", lambda b, c, p: b.update(p, c, expected_version=1, valid_to=1e12), mb.InvalidMemory),
+    ("remember", lambda b, c, p: b.remember("ok", c, tags=[f"t{i}" for i in range(100_000)]), mb.InvalidMemory),
+    ("remember", lambda b, c, p: b.remember("ok", c, structured={"blob": "x" * 1_000_000}), mb.InvalidMemory),
+    # a subscription target is checked when subscribing, not at every failed delivery
+    ("subscribe", lambda b, c, p: b.subscribe(c, target=object()), mb.InvalidRequest),
+    ("subscribe", lambda b, c, p: b.subscribe(c, target=Echo.remote(), method="no_such_method"), mb.InvalidRequest),
+    ("subscribe", lambda b, c, p: b.subscribe(c, callback="not callable"), mb.InvalidRequest),
 ]
 
 
@@ -319,3 +358,9 @@ def test_list_memories_pages_across_shards_and_stays_in_sight(bus):
     assert bus.list_memories(ctx, scope=Scope(ctx.org, "u2")).memories == []
     with pytest.raises(mb.InvalidRequest):
         bus.list_memories(ctx, cursor="not-a-cursor")
+
+
+def test_embed_takes_a_string_as_one_text(bus):
+    one = bus.embed("a string")
+    assert one.shape == (1, 384)
+    assert np.allclose(one[0], bus.embed(["a string"])[0], atol=1e-6)

@@ -34,13 +34,15 @@ class World:
         self.shard = Shard("shard-0", SqliteStore(tmp_path / "r.sqlite"), EdgeVectorIndex(tmp_path / "v", DIM),
                            dim=DIM, clock=ManualClock(), dedupe=False, detect_contradictions=False)
         self.hub_published = []
+        self.reads = []
         self.kv_path = tmp_path / "bus.sqlite"
         self.hub = self.new_hub()
         self.rng = np.random.default_rng(0)
 
     def new_hub(self, **kw):
-        async def read_events(context, cursors, flt):
-            return self.shard.read_events(context, cursors, flt)
+        async def read_events(context, cursors, flt, limit):
+            self.reads.append(limit)
+            return self.shard.read_events_page(context, cursors, flt, limit)
 
         async def last_seqs(context):
             return self.shard.last_seqs(context)
@@ -85,7 +87,7 @@ def test_push_in_order_visible_and_filtered(tmp_path):
         assert [c for c in contents(u2.got) if c.startswith("org")] == [f"org news {i}" for i in range(5)]
         assert not any("secret" in c for c in contents(u2.got))  # never what it cannot recall
         assert contents(tags.got) == [f"org news {i}" for i in range(5)]
-        assert w.hub.cursors("u2")[Scope("acme").key] == 5
+        assert w.hub.cursors("u2", Context("acme", "u2"))[Scope("acme").key] == 5
 
     asyncio.run(main())
 
@@ -131,17 +133,17 @@ def test_slow_subscriber_never_blocks_writers_and_catches_up(tmp_path):
         sub = Slow()
         w.hub = w.new_hub(queue_limit=5, batch_size=3)
         await w.hub.subscribe("s", Context("acme", "u1"), EventFilter(), sub, "on_events")
-        await until(lambda: not w.hub.subs["s"].needs_replay)
+        await until(lambda: not w.hub.find(Context("acme", "u1"), "s").needs_replay)
         w.write("e0", Scope("acme"))
-        await until(lambda: not w.hub.subs["s"].queue)  # taken: in flight, stuck at the gate
+        await until(lambda: not w.hub.find(Context("acme", "u1"), "s").queue)  # taken: in flight, stuck at the gate
         for i in range(1, 40):  # writers go on while the subscriber is stuck
             w.write(f"e{i}", Scope("acme"))
-        assert len(w.hub.subs["s"].queue) <= 5
+        assert len(w.hub.find(Context("acme", "u1"), "s").queue) <= 5
         gate.set()
         await until(lambda: len(sub.got) >= 40)
         got = Inbox().accept(sub.got)
         assert contents(got) == [f"e{i}" for i in range(40)]
-        assert w.hub.subs["s"].replays >= 2
+        assert w.hub.find(Context("acme", "u1"), "s").replays >= 2
 
     asyncio.run(main())
 
@@ -154,7 +156,7 @@ def test_resubscribe_resumes_after_acknowledged_events(tmp_path):
         for i in range(3):
             w.write(f"before {i}", Scope("acme"))
         await until(lambda: len(first.got) == 3)
-        await until(lambda: w.hub.subs["durable"].acked.get(Scope("acme").key) == 3)
+        await until(lambda: w.hub.find(Context("acme", "u1"), "durable").acked.get(Scope("acme").key) == 3)
         # the hub itself restarts (stopped cleanly: the coalesced cursors are flushed)
         w.hub.flush()
         for task in [s.task for s in w.hub.subs.values()]:
@@ -190,7 +192,7 @@ def test_cursor_writes_are_coalesced_and_a_hub_crash_only_redelivers(tmp_path):
         await until(lambda: not w.hub._dirty)
         # 200 acknowledgements, a handful of writes
         assert 1 <= w.hub.cursor_writes - writes_before <= 10
-        assert w.hub.cursors("s0")[Scope("acme").key] == 20
+        assert w.hub.cursors("s0", Context("acme", "u0"))[Scope("acme").key] == 20
 
         # crash: acknowledged but not yet flushed cursors are lost with the hub
         w.hub.cursor_flush_seconds = 60.0
@@ -218,15 +220,15 @@ def test_pull_subscription_with_acks(tmp_path):
     async def main():
         w = World(tmp_path)
         await w.hub.subscribe("p", Context("acme", "u1"), EventFilter(), None, "")
-        assert await w.hub.pull("p", None, 0.05) == []
+        assert await w.hub.pull("p", Context("acme", "u1"), None, 0.05) == []
         w.write("a", Scope("acme"))
         w.write("b", Scope("acme", "u1"))
-        batch = await w.hub.pull("p", None, 1.0)
+        batch = await w.hub.pull("p", Context("acme", "u1"), None, 1.0)
         assert sorted(contents(batch)) == ["a", "b"]
-        inbox = Inbox(w.hub.cursors("p"))
+        inbox = Inbox(w.hub.cursors("p", Context("acme", "u1")))
         assert len(inbox.accept(batch)) == 2 and inbox.accept(batch) == []  # no duplicates
-        await w.hub.pull("p", inbox.cursors, 0.01)
-        assert w.hub.cursors("p") == inbox.cursors
+        await w.hub.pull("p", Context("acme", "u1"), inbox.cursors, 0.01)
+        assert w.hub.cursors("p", Context("acme", "u1")) == inbox.cursors
         assert {e.kind for e in batch} == {EventKind.REMEMBERED}
 
     asyncio.run(main())
@@ -242,5 +244,102 @@ def test_start_position(tmp_path, start):
         w.write("new", Scope("acme"))
         await until(lambda: "new" in contents(sub.got))
         assert contents(sub.got) == (["new"] if start == "now" else ["old", "new"])
+
+    asyncio.run(main())
+
+
+def test_a_subscription_belongs_to_the_context_that_created_it(tmp_path):
+    """Two orgs (and two users of one org) use the same subscription name: each has its
+    own subscription; no call of one touches, reads or lists the other's (issue 10, 1)."""
+
+    async def main():
+        w = World(tmp_path)
+        alice, carol = Context("acme", "alice", "planner"), Context("acme", "carol")
+        bob = Context("initech", "bob", "spy")
+        subs = {c: Subscriber() for c in (alice, carol, bob)}
+        for c, s in subs.items():
+            await w.hub.subscribe("planner-feed", c, EventFilter(), s, "on_events")
+        for i in range(7):
+            w.write(f"alice note {i}", Scope("acme", "alice"), alice)
+        for i in range(3):
+            w.write(f"bob secret {i}: acquisition target is Initech {i}", Scope("initech", "bob"), bob)
+        await until(lambda: len(subs[alice].got) == 7 and len(subs[bob].got) == 3)
+        await asyncio.sleep(0.05)
+        assert contents(subs[alice].got) == [f"alice note {i}" for i in range(7)]
+        assert contents(subs[bob].got) == [f"bob secret {i}: acquisition target is Initech {i}" for i in range(3)]
+        assert subs[carol].got == []
+        # bob reads, lists and deletes only his own
+        assert w.hub.cursors("planner-feed", bob) and not any("acme" in k for k in w.hub.cursors("planner-feed", bob))
+        assert any("alice" in k for k in w.hub.cursors("planner-feed", alice))
+        assert w.hub.cursors("planner-feed", Context("initech", "mallory")) == {}
+        for shown in (w.hub.stats(bob), w.hub.stats(Context("initech"))):
+            assert "acme" not in repr(shown) and "alice" not in repr(shown) and shown["published"] == 3
+        assert list(w.hub.stats(carol)["subscriptions"]) == ["planner-feed"]
+        assert len(w.hub.stats(Context("acme"))["subscriptions"]) == 2  # the org manages both of its own
+        assert await w.hub.pull("planner-feed", Context("initech", "mallory"), None, 0.01) == []
+        assert await w.hub.unsubscribe("planner-feed", Context("initech", "mallory")) is False
+        assert await w.hub.unsubscribe("planner-feed", bob) is True
+        assert w.hub.find(alice, "planner-feed") is not None and w.hub.find(bob, "planner-feed") is None
+        w.write("alice note 7", Scope("acme", "alice"), alice)
+        await until(lambda: len(subs[alice].got) == 8)
+        # a restarted hub restores each owner's subscription apart
+        w.hub.flush()
+        for s in list(w.hub.subs.values()):
+            s.task.cancel()
+        w.hub = w.new_hub()
+        assert w.hub.restore() == 2
+        assert w.hub.find(alice, "planner-feed").context == alice
+        assert w.hub.find(carol, "planner-feed").context == carol
+
+    asyncio.run(main())
+
+
+def test_replay_from_the_start_of_a_long_log_is_paged(tmp_path):
+    """A subscriber starting at the beginning of a long log gets every event in order,
+    while the hub never reads or holds more than one page at a time (issue 10, 17)."""
+
+    async def main():
+        w = World(tmp_path)
+        for i in range(300):
+            w.write(f"e{i}", Scope("acme"), publish=False)
+        w.hub = w.new_hub(replay_page=40, batch_size=16)
+        held = []
+
+        class Watching(Subscriber):
+            async def on_events(self, batch):
+                held.append(len(w.hub.find(Context("acme", "u1"), "s").queue) + len(batch))
+                await asyncio.sleep(0)
+                self.got.extend(batch)
+
+        sub = Watching()
+        await w.hub.subscribe("s", Context("acme", "u1"), EventFilter(), sub, "on_events", "beginning")
+        for i in range(300, 310):  # live writes during the replay come from the log too
+            w.write(f"e{i}", Scope("acme"))
+        await until(lambda: len(sub.got) >= 310)
+        await asyncio.sleep(0.05)
+        assert contents(sub.got) == [f"e{i}" for i in range(310)]
+        assert max(held) <= 40 and max(w.reads) <= 40
+        assert w.hub.find(Context("acme", "u1"), "s").acked[Scope("acme").key] == 310
+
+    asyncio.run(main())
+
+
+def test_pull_replay_is_paged_and_complete(tmp_path):
+    async def main():
+        w = World(tmp_path)
+        ctx = Context("acme", "u1")
+        for i in range(100):
+            hidden = i % 3 == 0  # a third are u2's: not visible to the subscriber
+            w.write(f"e{i}", Scope("acme", "u2") if hidden else Scope("acme"), Context("acme", "u2"), publish=False)
+        w.hub = w.new_hub(replay_page=30, batch_size=7)
+        await w.hub.subscribe("p", ctx, EventFilter(), None, "", "beginning")
+        inbox, got = Inbox(), []
+        for _ in range(100):
+            batch = await w.hub.pull("p", ctx, inbox.cursors, 0.05)
+            got += inbox.accept(batch)
+            if len(got) >= 66:
+                break
+        assert contents(got) == [f"e{i}" for i in range(100) if i % 3]
+        assert max(w.reads) <= 30
 
     asyncio.run(main())

@@ -1,0 +1,61 @@
+"""Durable subscription records: owner-scoped ids, names, and their msgpack-able forms.
+
+A subscription's id is derived from its owner (the creating context's scope) and
+its name, so names are unique per owner and one owner can never address
+another's subscription, whatever name it uses.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+from memorybus.errors import InvalidRequest
+from memorybus.events import EventFilter
+from memorybus.scopes import Context, Scope
+from memorybus.validation import is_text
+
+MAX_NAME_CHARS = 256
+
+
+def check_name(name: object) -> str:
+    """A subscription name: a non-empty string of valid text, at most 256 characters."""
+    if not isinstance(name, str) or not name or len(name) > MAX_NAME_CHARS or not is_text(name):
+        raise InvalidRequest("name", f"must be a non-empty string of at most {MAX_NAME_CHARS} characters")
+    return name
+
+
+def subscription_id(owner: Context, name: str) -> str:
+    """The id of ``owner``'s subscription ``name`` (names are unique per owner, not globally)."""
+    digest = hashlib.blake2b(f"{owner.scope.key}\x00{name}".encode(), digest_size=16).hexdigest()
+    return f"s{digest}"
+
+
+def encode_context(c: Context) -> list[Any]:
+    return [c.org, c.user, c.agent, c.session, sorted(c.roles)]
+
+
+def decode_context(v: list[Any]) -> Context:
+    return Context(v[0], v[1], v[2], v[3], frozenset(v[4]))
+
+
+def encode_filter(f: EventFilter) -> dict[str, Any]:
+    return {
+        "levels": sorted(x.value for x in f.levels),
+        "scopes": sorted(list(s.as_tuple()) for s in f.scopes),
+        "kinds": sorted(x.value for x in f.kinds),
+        "events": sorted(x.value for x in f.events),
+        "keys": list(f.keys),
+        "tags": sorted(f.tags),
+    }
+
+
+def decode_filter(d: dict[str, Any]) -> EventFilter:
+    return EventFilter.of(
+        levels=d["levels"],
+        scopes=[Scope(*s) for s in d["scopes"]],
+        kinds=d["kinds"],
+        events=d["events"],
+        keys=d["keys"],
+        tags=d["tags"],
+    )

@@ -1,0 +1,244 @@
+"""The subscription half of the client: subscribe, listen, acknowledge.
+
+Mixed into :class:`memorybus.client.MemoryBus`. A subscription belongs to the
+context that created it; its ``name`` is unique within that owner (another
+context's subscription of the same name is another subscription), and every
+call here names the caller: the bus actor touches only the caller's own
+subscription, and :meth:`SubscriptionClientMixin.bus_stats` lists only
+subscriptions the caller manages.
+
+Callback subscriptions run a listener thread in this process. An exception
+raised by the callback never ends the subscription silently: it is recorded in
+``sub.errors``, the same batch is retried (``BusPolicy.callback_retries`` times,
+backoff from ``callback_backoff_seconds``, doubling up to 5 s), and if it still
+fails the listener stops with ``sub.failed`` set, the error logged, and
+:meth:`Subscription.check` raising :class:`~memorybus.errors.DeliveryFailed`.
+Nothing of the failed batch is acknowledged: subscribing again with the same
+name delivers it again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import logging
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any
+
+from memorybus.actors import runtime
+from memorybus.bus.records import check_name
+from memorybus.errors import DeliveryFailed, InvalidRequest
+from memorybus.events import Event, EventFilter
+from memorybus.scopes import Context
+
+if TYPE_CHECKING:
+    from memorybus.config import Config
+
+log = logging.getLogger(__name__)
+
+
+def _check_context(context: object) -> Context:
+    if not isinstance(context, Context):
+        raise InvalidRequest("context", f"must be a Context, got {type(context).__name__}")
+    return context
+
+
+class Inbox:
+    """Subscriber-side bookkeeping: drops events already processed, keeps order.
+
+    Create it from the subscription's durable cursors (``bus.subscription_cursors``)
+    when the subscriber starts, pass every delivered batch through :meth:`accept`.
+    """
+
+    def __init__(self, cursors: dict[str, int] | None = None) -> None:
+        self.cursors: dict[str, int] = dict(cursors or {})
+
+    def accept(self, events: Iterable[Event]) -> list[Event]:
+        fresh = []
+        for ev in sorted(events, key=lambda e: (e.scope_key, e.seq)):
+            if ev.seq > self.cursors.get(ev.scope_key, 0):
+                self.cursors[ev.scope_key] = ev.seq
+                fresh.append(ev)
+        return fresh
+
+
+class Subscription:
+    """A live subscription (``name`` of ``context``). Push subscriptions are served by
+    the bus actor; callback subscriptions run a listener thread in this process.
+
+    ``errors``: every exception the listener met (callback failures, an unreachable
+    bus actor); ``failed``: the callback error that stopped the listener after its
+    retries, or None; ``alive``: whether the listener is running.
+    """
+
+    def __init__(self, bus: Any, name: str, context: Context, partition: int, cursors: dict[str, int]) -> None:
+        self.bus = bus
+        self.id = name
+        self.name = name
+        self._context = context
+        self.partition = partition
+        self.cursors = dict(cursors)
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.errors: list[BaseException] = []
+        self.failed: BaseException | None = None
+
+    @property
+    def alive(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
+    def check(self) -> None:
+        """Raise :class:`DeliveryFailed` if the callback failed past its retries."""
+        if self.failed is not None:
+            raise DeliveryFailed(self.name, repr(self.failed)) from self.failed
+
+    def _call(self, callback: Callable[[list[Event]], Any], batch: list[Event],
+              loop: asyncio.AbstractEventLoop | None) -> None:
+        result = callback(batch)
+        if inspect.isawaitable(result):
+            if loop is not None and loop.is_running():
+                asyncio.run_coroutine_threadsafe(_await(result), loop).result()
+            else:
+                asyncio.run(_await(result))
+
+    def _deliver(self, callback: Callable[[list[Event]], Any], batch: list[Event],
+                 loop: asyncio.AbstractEventLoop | None) -> bool:
+        """Run the callback on ``batch``, retrying per policy; False if it kept failing."""
+        policy = self.bus.config.bus
+        backoff = policy.callback_backoff_seconds
+        last: Exception | None = None
+        for attempt in range(policy.callback_retries + 1):
+            try:
+                self._call(callback, batch, loop)
+                return True
+            except Exception as exc:
+                last = exc
+                self.errors.append(exc)
+                log.warning("subscription %r: callback failed (attempt %d): %r", self.name, attempt + 1, exc)
+            if attempt == policy.callback_retries:
+                break
+            if self._stop.wait(backoff):
+                return False  # stopping: the batch stays unacknowledged
+            backoff = min(backoff * 2, 5.0)
+        self.failed = last
+        log.error("subscription %r stopped: the callback failed %d times; subscribe again to resume: %r",
+                  self.name, policy.callback_retries + 1, last)
+        return False
+
+    def _listen(self, callback: Callable[[list[Event]], Any], loop: asyncio.AbstractEventLoop | None) -> None:
+        hub = self.bus._hub(self.partition)
+        inbox = Inbox(self.cursors)
+        ack: dict[str, int] | None = None
+        while not self._stop.is_set():
+            try:
+                ref = hub.pull.remote(self.name, self._context, ack, 0.5)
+                batch = runtime.run_sync(runtime.iter_refs([ref]), 30)[0]
+            except Exception as exc:  # the bus actor restarts: keep listening
+                self.errors.append(exc)
+                time.sleep(0.2)
+                continue
+            before = dict(inbox.cursors)
+            fresh = inbox.accept(batch)
+            if fresh and not self._deliver(callback, fresh, loop):
+                inbox.cursors = before  # nothing of the failed batch is acknowledged
+                return
+            ack = dict(inbox.cursors)
+            self.cursors = ack
+
+    def _start(self, callback: Callable[[list[Event]], Any]) -> None:
+        try:
+            loop: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
+        except RuntimeError:
+            loop = None
+        self._thread = threading.Thread(target=self._listen, args=(callback, loop), daemon=True)
+        self._thread.start()
+
+    def stop(self, unsubscribe: bool = False) -> None:
+        """Stop listening (the subscription stays, and resumes with the same name)."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+        if unsubscribe:
+            self.bus.unsubscribe(self.name, self._context)
+
+
+async def _await(x: Any) -> Any:
+    return await x
+
+
+class SubscriptionClientMixin:
+    """Subscriptions for :class:`MemoryBus`."""
+
+    config: Config
+
+    def _hub_for(self, org: str) -> tuple[int, Any]:
+        raise NotImplementedError
+
+    def subscribe(
+        self,
+        context: Context,
+        filter: EventFilter | None = None,
+        *,
+        target: Any = None,
+        method: str = "on_events",
+        callback: Callable[[list[Event]], Any] | None = None,
+        name: str | None = None,
+        start: str = "now",
+    ) -> Subscription:
+        """Receive every committed change ``context`` could recall and ``filter`` selects.
+
+        Either ``target`` (a Ray actor handle with a ``method``:
+        ``target.<method>.remote(events)`` is called with each batch, in order per
+        scope; returning acknowledges it) or ``callback`` (a callable, run in this
+        process, sync or async, from a listener thread). Both are checked here: a
+        target without that method is refused. ``name`` identifies a durable
+        subscription of ``context``: subscribing again with the same context and name
+        resumes after the last acknowledged event and misses nothing; another context
+        using the same name has its own subscription.
+        """
+        _check_context(context)
+        if (target is None) == (callback is None):
+            raise InvalidRequest("target", "give exactly one of target or callback")
+        if callback is not None and not callable(callback):
+            raise InvalidRequest("callback", "must be callable")
+        if target is not None:
+            if not isinstance(method, str) or not method.isidentifier():
+                raise InvalidRequest("method", "must be a method name")
+            if not callable(getattr(getattr(target, method, None), "remote", None)):
+                raise InvalidRequest("target", f"must be a Ray actor handle with a method {method!r}")
+        if filter is not None and not isinstance(filter, EventFilter):
+            raise InvalidRequest("filter", "must be an EventFilter")
+        if start not in ("now", "beginning"):
+            raise InvalidRequest("start", "must be 'now' or 'beginning'")
+        name = check_name(f"sub-{uuid.uuid4().hex}" if name is None else name)
+        partition, hub = self._hub_for(context.org)
+        ref = hub.subscribe.remote(name, context, filter or EventFilter(), target, method, start)
+        cursors = runtime.run_sync(runtime.iter_refs([ref]), 120)[0]
+        sub = Subscription(self, name, context, partition, cursors)
+        if callback is not None:
+            sub._start(callback)
+        return sub
+
+    def unsubscribe(self, name: str, context: Context) -> bool:
+        """Delete ``context``'s subscription ``name`` (and its cursors); False if it has none."""
+        _check_context(context)
+        _, hub = self._hub_for(context.org)
+        return bool(runtime.run_sync(runtime.iter_refs([hub.unsubscribe.remote(check_name(name), context)]), 60)[0])
+
+    def subscription_cursors(self, name: str, context: Context) -> dict[str, int]:
+        """The acknowledged position of ``context``'s subscription ``name`` (for
+        :class:`Inbox`); empty if it has none."""
+        _check_context(context)
+        _, hub = self._hub_for(context.org)
+        return dict(runtime.run_sync(runtime.iter_refs([hub.cursors.remote(check_name(name), context)]), 60)[0])
+
+    def bus_stats(self, context: Context) -> dict[str, Any]:
+        """Delivery figures of the subscriptions ``context`` manages (an org context: its
+        org's; a user context: that user's): ``published`` (events of its org),
+        ``delivered``, and per subscription ``queued``/``delivered``/``replays``."""
+        _check_context(context)
+        _, hub = self._hub_for(context.org)
+        return dict(runtime.run_sync(runtime.iter_refs([hub.stats.remote(context)]), 60)[0])
