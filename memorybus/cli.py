@@ -7,6 +7,7 @@ import os
 import sys
 import tempfile
 from collections.abc import Sequence
+from typing import NoReturn
 
 
 def _ray_env() -> None:
@@ -18,8 +19,8 @@ def _ray_env() -> None:
 def cmd_demo(args: argparse.Namespace) -> int:
     _ray_env()
     import memorybus
-    from memorybus import simulation
-    from memorybus.actors import agents
+    from memorybus.actors import fleet
+    from memorybus.simulation import demo as script
 
     data_dir = args.data_dir or tempfile.mkdtemp(prefix="memorybus-demo-")
     cfg = memorybus.Config.embedded(data_dir, num_shards=args.shards, namespace="memorybus_demo")
@@ -28,24 +29,32 @@ def cmd_demo(args: argparse.Namespace) -> int:
     spawned: list[object] = []
 
     def spawn(b: memorybus.MemoryBus, names: list[str]) -> list[object]:
-        spawned.extend(agents.spawn(b, names))
+        spawned.extend(fleet.spawn_demo(b, names))
         return spawned
 
     try:
-        result = simulation.run(bus, spawn, lambda line: print(line, flush=True))
+        result = script.run(bus, spawn, fleet.call_all, lambda line: print(line, flush=True))
     finally:
-        agents.kill_all(spawned)
+        fleet.kill_all(spawned)
         bus.shutdown()
-    expected = sum(len(obs) for obs, _ in simulation.SCRIPT.values())
+    expected = sum(len(obs) for obs, _ in script.SCRIPT.values())
     if result["memories"] < expected:
         print(f"error: expected at least {expected} memories, found {result['memories']}", file=sys.stderr)
         return 1
     return 0
 
 
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:  # bad input: one line, status 2
+        self.exit(2, f"{self.prog}: error: {message}\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="memorybus", description="A distributed memory bus for agent teams.")
+    from memorybus.simulation import cli as simulate_cli
+
+    p = _Parser(prog="memorybus", description="A distributed memory bus for agent teams.")
     sub = p.add_subparsers(dest="command", required=True)
+    simulate_cli.add_parser(sub)
     demo = sub.add_parser("demo", help="run a local multi-agent simulation on the embedded default")
     demo.add_argument("--data-dir", help="where SQLite and Qdrant Edge files go (default: a temp dir)")
     demo.add_argument("--shards", type=int, default=2)

@@ -96,6 +96,7 @@ class MemoryBus(BusClientMixin, SubscriptionClientMixin, MaintenanceClientMixin,
         from memorybus import actors
 
         cfg = self.config
+        runtime.check_capacity(cfg)
         self._embedders = [actors.create_embedder(cfg, i) for i in range(cfg.embedder_replicas)]
         self._shards = [actors.create_shard(cfg, i) for i in range(cfg.num_shards)]
         self._hubs = [actors.create_bus(cfg, p) for p in range(cfg.bus.partitions)]

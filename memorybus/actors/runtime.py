@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from collections.abc import Generator
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -125,6 +126,49 @@ def ensure_ray(config: Config, **init_kwargs: Any) -> None:
     }
     kwargs.update(init_kwargs)
     ray.init(**kwargs)
+
+
+def bus_demand(config: Config) -> list[tuple[str, float, dict[str, float]]]:
+    """The Ray resources each of the bus's actors reserves: (what, CPUs, custom resources)."""
+    shard_like = config.num_shards + config.bus.partitions + (2 if config.schedule_maintenance else 0)
+    embedders = [("embedder", config.embedder_num_cpus, dict(config.embedder_resources))] * config.embedder_replicas
+    return embedders + [("shard", config.shard_num_cpus, dict(config.shard_resources))] * shard_like
+
+
+def check_capacity(config: Config, wait: float = 10.0) -> None:
+    """Fail fast when Ray cannot place the bus: an actor whose resources no node has
+    would wait forever (Ray queues it as infeasible). Nodes that join within
+    ``wait`` seconds count. Raises :class:`ConfigError` saying what to change."""
+    from memorybus.errors import ConfigError
+
+    demand = bus_demand(config)
+    need = sum(cpus for _, cpus, _ in demand)
+    deadline = time.monotonic() + wait
+    while True:
+        nodes = [n.get("Resources", {}) for n in ray.nodes() if n.get("Alive")]
+        total = sum(float(n.get("CPU", 0.0)) for n in nodes)
+        homeless = [
+            (what, cpus, res) for what, cpus, res in demand
+            if not any(float(n.get("CPU", 0.0)) >= cpus and all(n.get(k, 0.0) >= v for k, v in res.items())
+                       for n in nodes)
+        ]
+        if total + 1e-9 >= need and not homeless:
+            return
+        if time.monotonic() >= deadline:
+            break
+        time.sleep(0.5)
+    if homeless:
+        what, cpus, res = homeless[0]
+        reason = f"no Ray node has {cpus} CPU" + (f" and resources {res}" if res else "") + f" for the {what} actor"
+    else:
+        reason = f"Ray offers {total:g} CPUs, the bus reserves {need:g}"
+    raise ConfigError(
+        "num_cpus",
+        f"{reason} (embedder_num_cpus={config.embedder_num_cpus} x {config.embedder_replicas} replicas, "
+        f"shard_num_cpus={config.shard_num_cpus} x {len(demand) - config.embedder_replicas} shard and bus actors): "
+        "start Ray with more CPUs (ray.init(num_cpus=2), or connect(config, num_cpus=2)) or lower "
+        "Config.embedder_num_cpus (e.g. 0.5)",
+    )
 
 
 def pick_one(results: list[Any], memory_id: str) -> Any:

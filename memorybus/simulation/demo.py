@@ -1,9 +1,10 @@
-"""A small local multi-agent simulation on the embedded default (``memorybus demo``).
+"""``memorybus demo``: a scripted walk-through with three agents.
 
 Three agents serving one user share a memory bus: each records what it learns
 (some privately, some for the whole user or org), then each asks questions
-whose answers another agent stored. The agent logic is a plain class; the Ray
-wrapper lives in :mod:`memorybus.actors.agents`.
+whose answers another agent stored. The measured, many-agent run is
+``memorybus simulate`` (:mod:`memorybus.simulation.runner`). The agent logic is
+a plain class; the Ray wrapper lives in :mod:`memorybus.actors.fleet`.
 """
 
 from __future__ import annotations
@@ -50,7 +51,7 @@ SCRIPT: dict[str, tuple[list[Observation], list[str]]] = {
 }
 
 
-class SimAgent:
+class DemoAgent:
     """One simulated agent: remembers its observations, answers from the bus."""
 
     def __init__(self, bus: MemoryBus, org: str, user: str, name: str, session: str) -> None:
@@ -82,18 +83,30 @@ class SimAgent:
         ]
         return lines
 
+    def ask_all(self, questions: list[str]) -> list[str]:
+        lines: list[str] = []
+        for q in questions:
+            lines += self.ask(q)
+        return lines
 
-def run(bus: MemoryBus, spawn: Callable[..., list[object]], out: Callable[[str], None]) -> dict[str, int]:
-    """Run the script with agents created by ``spawn`` (Ray actors or plain objects)."""
+
+Call = Callable[[list[object], str, list[object]], list[list[str]]]
+
+
+def run(
+    bus: MemoryBus, spawn: Callable[..., list[object]], call: Call, out: Callable[[str], None]
+) -> dict[str, int]:
+    """Run the script with agents created by ``spawn`` and driven by ``call(agents,
+    method, args)`` (Ray actors, or plain objects)."""
     names = list(SCRIPT)
     agents = spawn(bus, names)
     out("== phase 1: agents remember what they learned")
-    for lines in agents_call(agents, "observe", [SCRIPT[n][0] for n in names]):
+    for lines in call(agents, "observe", [SCRIPT[n][0] for n in names]):
         for line in lines:
             out(line)
     out("== phase 2: agents recall what other agents shared")
     answered = 0
-    for lines in agents_call(agents, "ask_all", [SCRIPT[n][1] for n in names]):
+    for lines in call(agents, "ask_all", [SCRIPT[n][1] for n in names]):
         for line in lines:
             out(line)
             answered += line.startswith("    ")
@@ -101,8 +114,3 @@ def run(bus: MemoryBus, spawn: Callable[..., list[object]], out: Callable[[str],
     out(f"== {total} memories on {bus.config.num_shards} shards; {answered} recalled lines")
     return {"memories": total, "recalled": answered}
 
-
-def agents_call(agents: list[object], method: str, args: list[object]) -> list[list[str]]:
-    from memorybus.actors.agents import call_all
-
-    return call_all(agents, method, args)

@@ -1,0 +1,140 @@
+"""Agent actors (the simulation's and the demo's) and the faults that need Ray.
+
+Thin wrappers: the agents' logic is in :mod:`memorybus.simulation.agent` and
+:mod:`memorybus.simulation.demo`; this module only makes actors of them, calls
+them, and kills bus actors or a node's raylet when a fault is injected.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import ray
+from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+from memorybus.actors import bus_actor_name, embedder_actor_name, shard_actor_name
+from memorybus.actors.runtime import unwrap
+from memorybus.client import MemoryBus
+from memorybus.config import Config
+from memorybus.errors import StoreUnavailable
+from memorybus.simulation.agent import SimAgent
+from memorybus.simulation.demo import DemoAgent
+from memorybus.simulation.tasks import AgentSpec, Received, StepResult, StepTask
+
+
+class AgentActor(SimAgent):
+    """An agent as an async actor; ``on_events_<slot>`` receives the pushes of the
+    subscription of its ``slot``-th user."""
+
+    def on_events_0(self, events: list[Any]) -> None:
+        self.on_events(0, events)
+
+    def on_events_1(self, events: list[Any]) -> None:
+        self.on_events(1, events)
+
+    def on_events_2(self, events: list[Any]) -> None:
+        self.on_events(2, events)
+
+    def on_events_3(self, events: list[Any]) -> None:
+        self.on_events(3, events)
+
+    async def ping(self) -> int:
+        return os.getpid()
+
+
+def _here() -> dict[str, Any]:
+    """Options that keep an actor on this driver's node (faults take other nodes)."""
+    node = ray.get_runtime_context().get_node_id()
+    return {"scheduling_strategy": NodeAffinitySchedulingStrategy(node, soft=False)}
+
+
+def spawn_agents(bus: MemoryBus, specs: Sequence[AgentSpec], run: str, seed: int, op_timeout: float,
+                 timeout: float = 300.0) -> list[Any]:
+    """One actor per agent, on this node, each subscribed to its users' events."""
+    cls = ray.remote(num_cpus=0.01, max_restarts=0)(AgentActor).options(**_here())
+    handles = [cls.remote(bus, spec, run, seed, op_timeout) for spec in specs]
+    ray.get([h.start.remote(h) for h in handles], timeout=timeout)  # type: ignore[attr-defined]
+    return handles
+
+
+def step_agents(handles: Sequence[Any], tasks: Sequence[StepTask]) -> list[Any]:
+    """Start one step on every agent; returns the refs (see :func:`collect`)."""
+    return [h.step.remote(t) for h, t in zip(handles, tasks, strict=True)]
+
+
+def collect(refs: Sequence[Any], timeout: float) -> list[StepResult]:
+    try:
+        return list(ray.get(list(refs), timeout=timeout))
+    except Exception as exc:
+        raise unwrap(exc) from None
+
+
+def reports(handles: Sequence[Any], timeout: float = 120.0) -> list[list[Received]]:
+    return list(ray.get([h.report.remote() for h in handles], timeout=timeout))
+
+
+def kill_all(handles: Sequence[Any]) -> None:
+    for h in handles:
+        try:
+            ray.kill(h, no_restart=True)
+        except Exception:  # already gone
+            continue
+
+
+# ------------------------------------------------------------------ faults
+def kill_bus_actor(config: Config, kind: str, index: int = 0) -> str:
+    """Kill one of the bus's actors (``shard``, ``embedder`` or ``bus``); Ray restarts it."""
+    name = {"shard": shard_actor_name, "embedder": embedder_actor_name, "bus": bus_actor_name}[kind](config, index)
+    try:
+        handle = ray.get_actor(name, namespace=config.namespace)
+        ray.kill(handle, no_restart=False)
+    except Exception as exc:
+        raise StoreUnavailable("ray", f"could not kill {name}: {exc}") from None
+    return name
+
+
+def _kill_parent() -> int:
+    """Runs on the victim node: its raylet is this worker's parent."""
+    raylet = os.getppid()
+    os.kill(raylet, signal.SIGKILL)
+    return raylet
+
+
+def kill_worker_node(config: Config, timeout: float = 60.0) -> str:
+    """Remove a worker node (not this driver's) that hosts a shard: its raylet is
+    killed, so Ray declares the node dead and restarts its actors elsewhere."""
+    here = ray.get_runtime_context().get_node_id()
+    hosts: list[str] = []
+    for i in range(config.num_shards):
+        handle = ray.get_actor(shard_actor_name(config, i), namespace=config.namespace)
+        hosts.append(str(ray.get(handle.node_id.remote(), timeout=timeout)))
+    alive = [n["NodeID"] for n in ray.nodes() if n.get("Alive")]
+    victims = [n for n in hosts if n != here] or [n for n in alive if n != here]
+    if not victims:
+        raise StoreUnavailable("ray", "no worker node to remove: every live node is the driver's")
+    victim = victims[0]
+    task = ray.remote(num_cpus=0, max_retries=0)(_kill_parent).options(
+        scheduling_strategy=NodeAffinitySchedulingStrategy(victim, soft=False))
+    ref = task.remote()
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if not any(n["NodeID"] == victim and n.get("Alive") for n in ray.nodes()):
+            del ref  # its worker died with the node
+            return victim
+        time.sleep(0.5)
+    raise StoreUnavailable("ray", f"node {victim} did not go down")
+
+
+# -------------------------------------------------------------------- demo
+def spawn_demo(bus: MemoryBus, names: list[str], org: str = "acme", user: str = "u1") -> list[Any]:
+    cls = ray.remote(num_cpus=0.01)(DemoAgent)
+    return [cls.remote(bus, org, user, name, f"session-{name}") for name in names]
+
+
+def call_all(agents: Sequence[Any], method: str, args: Sequence[Any]) -> list[Any]:
+    refs = [getattr(a, method).remote(arg) for a, arg in zip(agents, args, strict=True)]
+    return list(ray.get(refs, timeout=300))

@@ -1,0 +1,246 @@
+"""``memorybus simulate``: many agents sharing changing knowledge through the bus.
+
+One run: generate the world, start the bus (embedded, or a private Redis) and
+one actor per agent, then step through simulated time. Each step every agent
+writes what it observed and answers its questions; maintenance (decay,
+consolidation) runs on its schedule at simulated time; with chaos, faults hit
+while agents work. Answers are graded against the ground truth as they come
+in; at the end the run waits for event delivery, audits what the bus holds,
+and writes the report (:mod:`memorybus.simulation.report`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import tempfile
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import asdict
+from typing import Any
+
+from memorybus.client import MemoryBus, connect
+from memorybus.config import BusPolicy, Config
+from memorybus.scopes import Context
+from memorybus.simulation import audit, chaos, report
+from memorybus.simulation.grading import Grader, states
+from memorybus.simulation.plan import Planner, Truth, roster
+from memorybus.simulation.redis_server import RedisServer
+from memorybus.simulation.settings import SimConfig
+from memorybus.simulation.tasks import Ack, StepResult
+from memorybus.simulation.world import World, epoch, generate
+
+Progress = Callable[[dict[str, Any]], None]
+
+
+class Run:
+    """The state of one run (see :func:`simulate`)."""
+
+    def __init__(self, config: SimConfig, data_dir: str, remove_node: chaos.RemoveNode | None) -> None:
+        self.config = config
+        self.data_dir = data_dir
+        self.world: World = generate(config.orgs, config.users, config.days, config.seed)
+        self.agents = roster(config, self.world)
+        self.planner = Planner(config, self.world, self.agents)
+        self.grader = Grader(tokens=self.planner.tokens)
+        self.run_id = f"sim{uuid.uuid4().hex[:8]}"
+        self.redis: RedisServer | None = None
+        self.remove_node = remove_node
+        self.acks: list[Ack] = []
+        self.failed: list[str] = []
+        self.latencies: list[tuple[str, float, bool]] = []
+        self.series: list[dict[str, Any]] = []
+        self.conflicts: dict[tuple[str, int], dict[str, Any]] = {}
+        self.maintenance: list[dict[str, Any]] = []
+        self.step_walls: list[float] = []
+        self.started = time.time()
+        self.steps_started = self.started
+
+    # ------------------------------------------------------------- the bus
+    def bus_config(self) -> Config:
+        common: dict[str, Any] = {
+            "num_shards": self.config.shards,
+            "namespace": self.run_id,
+            "bus": BusPolicy(authorities=("role:lead",)),
+            "ray_address": self.config.address,
+            "data_dir": os.path.join(self.data_dir, "bus"),
+        }
+        if self.config.backend == "redis":
+            self.redis = RedisServer(os.path.join(self.data_dir, "redis"))
+            self.redis.start()
+            return Config.redis(self.redis.url, **common)
+        return Config.embedded(**common)
+
+    # ------------------------------------------------------------ one step
+    def absorb(self, step: int, day: float, results: list[StepResult]) -> list[dict[str, Any]]:
+        rows: list[dict[str, Any]] = []
+        acks = [a for r in results for a in r.acks]
+        self.acks += acks
+        for r in results:
+            self.failed += r.failed
+            self.latencies += r.latencies
+        for a in acks:
+            self.grader.register(a.node, a.scope)
+        self.planner.absorb(acks)
+        for r in results:
+            for ans in r.answers:
+                q, t = self.planner.questions[ans.question], self.planner.truths[ans.question]
+                rows += self.grader.grade(step, day, ans.at, q, t, ans)
+        return rows
+
+    def check_conflicts(self, bus: MemoryBus, day: float) -> None:
+        """For every fact version that is current and was asserted both truly and
+        wrongly, does the bus's resolved value equal the truth?"""
+        contested: dict[tuple[str, int], set[bool]] = {}
+        for a in self.planner.assertions.values():
+            if a.acked:
+                contested.setdefault((a.key, a.version), set()).add(a.correct)
+        for (key, version), kinds in contested.items():
+            current = self.world.version_at(key, day)
+            if len(kinds) < 2 or current is None or current.version != version:
+                continue
+            spec = self.world.facts[key]
+            ctx = Context(spec.org, spec.user)
+            try:
+                node = bus.current_fact(key, ctx, scope=spec.level)
+            except Exception:  # a fault in progress: judged at a later step
+                continue
+            truth = Truth(-1, "", 0, spec.category, current.value, spec.markers)
+            self.conflicts[(key, version)] = {"strategy": spec.strategy, "category": spec.category,
+                                              "won": node is not None and states(node.content, truth)}
+
+
+def _maintain(bus: MemoryBus, day: float, records: list[dict[str, Any]]) -> None:
+    now = epoch(day)
+    for kind, call in (("decay", lambda: bus.run_decay(now)), ("consolidation", lambda: bus.run_consolidation(now))):
+        t0 = time.perf_counter()
+        try:
+            status = call()
+            records.append({"kind": kind, "day": day, "seconds": time.perf_counter() - t0,
+                            "counts": status.get("last_counts", {}), "ok": True})
+        except Exception as exc:
+            records.append({"kind": kind, "day": day, "ok": False, "error": f"{type(exc).__name__}: {exc}"[:200]})
+
+
+def simulate(
+    config: SimConfig,
+    out_dir: str | None = None,
+    *,
+    progress: Progress | None = None,
+    remove_node: chaos.RemoveNode | None = None,
+    ray_init: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """Run one simulation; returns the report (also written to ``out_dir`` with plots).
+
+    ``remove_node`` removes a worker node when the chaos schedule says so (tests
+    pass a ``ray.cluster_utils.Cluster``'s; with ``config.address`` the default
+    kills a worker node's raylet). ``ray_init``: keyword arguments for
+    ``ray.init`` when this call starts Ray.
+    """
+    from memorybus.actors import fleet
+
+    data_dir = tempfile.mkdtemp(prefix="memorybus-sim-")
+    run = Run(config, data_dir, remove_node)
+    bus: MemoryBus | None = None
+    handles: list[Any] = []
+    try:
+        cfg = run.bus_config()
+        bus = connect(cfg, **(ray_init or {}))
+        if config.chaos and remove_node is None and config.address:
+            run.remove_node = lambda: fleet.kill_worker_node(cfg)
+        injector = chaos.Injector(lambda kind, i: fleet.kill_bus_actor(cfg, kind, i), run.redis, run.remove_node)
+        faults = (chaos.schedule(config.total_steps, injector.kinds(), config.shards, config.seed)
+                  if config.chaos else [])
+        handles = fleet.spawn_agents(bus, run.agents, run.run_id, config.seed, config.op_timeout)
+        _steps(run, bus, handles, faults, injector, progress)
+        return _finish(run, bus, handles, injector, out_dir)
+    finally:
+        fleet.kill_all(handles)
+        if bus is not None:
+            bus.shutdown()
+        if run.redis is not None:
+            run.redis.stop()
+        shutil.rmtree(data_dir, ignore_errors=True)
+
+
+def _steps(run: Run, bus: MemoryBus, handles: list[Any], faults: list[chaos.Fault], injector: chaos.Injector,
+           progress: Progress | None) -> None:
+    from memorybus.actors import fleet
+
+    config = run.config
+    maint_thread: threading.Thread | None = None
+    next_maintenance = config.maintenance_days
+    run.steps_started = time.time()
+    step_timeout = max(120.0, config.op_timeout * 20)
+    for step in range(config.total_steps):
+        day = step * config.step_days
+        tasks = run.planner.plan(step)
+        t0 = time.time()
+        run.step_walls.append(t0)
+        refs = fleet.step_agents(handles, [tasks[a.name] for a in run.agents])
+        if day >= next_maintenance and (maint_thread is None or not maint_thread.is_alive()):
+            next_maintenance += config.maintenance_days
+            maint_thread = threading.Thread(target=_maintain, args=(bus, day, run.maintenance), daemon=True)
+            maint_thread.start()
+        for fault in [f for f in faults if f.step == step]:
+            time.sleep(fault.delay)
+            injector.inject(fault, day, run.steps_started)
+        results = fleet.collect(refs, step_timeout)
+        rows = run.absorb(step, day, results)
+        run.check_conflicts(bus, day + config.step_days)
+        lat = [x for r in results for x in r.latencies]
+        elapsed = max(1e-6, time.time() - t0)
+        point = report.step_point(step, day, time.time() - run.steps_started, elapsed, rows, lat)
+        run.series.append(point)
+        if progress is not None:
+            progress({**point, "steps": config.total_steps, "faults": len(injector.records),
+                      "accuracy": report.running_accuracy(run.grader.rows)})
+    if maint_thread is not None:
+        maint_thread.join(timeout=600)
+
+
+def _finish(run: Run, bus: MemoryBus, handles: list[Any], injector: chaos.Injector,
+            out_dir: str | None) -> dict[str, Any]:
+    from memorybus.actors import fleet
+
+    phase = time.time() - run.steps_started
+    deadline = time.monotonic() + (120.0 if run.config.chaos else 45.0)
+    while True:  # let the subscriptions catch up
+        received = fleet.reports(handles)
+        delivery = audit.deliveries(run.agents, received, run.acks)
+        if delivery["missing"] == 0 or time.monotonic() > deadline:
+            break
+        time.sleep(1.0)
+    for spec, events in zip(run.agents, received, strict=True):
+        run.grader.check_received(spec.name, spec.org, events)
+    facts: dict[str, tuple[tuple[str, str, str, str], str, list[str]]] = {}
+    for a in run.acks:
+        assertion = run.planner.assertions.get(a.write)
+        if assertion is not None:
+            fact = run.world.facts[assertion.key]
+            facts.setdefault(assertion.key, ((fact.org, fact.user, "", ""), fact.level, []))[2].append(a.write)
+    lost = asyncio.run(audit.lost_writes(bus, run.acks))
+    histories = asyncio.run(audit.fact_histories(bus, facts))
+    consolidated = sum(int(m.get("counts", {}).get("consolidated", 0)) for m in run.maintenance if m["ok"])
+    held = bus.count()
+    acked_nodes = len({a.node for a in run.acks})
+    audits = {
+        "lost_acknowledged_writes": lost["lost"] + histories["missing"],
+        "lost_detail": {"memories": lost, "fact_histories": histories},
+        "scope_leaks": len(run.grader.leaks),
+        "leak_examples": run.grader.leaks[:10],
+        "duplicate_fact_assertions": histories["duplicated"],
+        "memories_held": held,
+        "memories_acknowledged": acked_nodes,
+        "consolidation_summaries": consolidated,
+        "writes_failed": len(run.failed),
+        "unaccounted_memories": max(0, held - acked_nodes - consolidated - len(run.failed)),
+        "failed_examples": run.failed[:10],
+    }
+    result = report.build(run, phase, audits, delivery, injector.records, [asdict(a) for a in run.agents])
+    if out_dir:
+        report.write(result, out_dir)
+    return result
