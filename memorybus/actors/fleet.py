@@ -97,16 +97,44 @@ def kill_bus_actor(config: Config, kind: str, index: int = 0) -> str:
     return name
 
 
-def _kill_parent() -> int:
-    """Runs on the victim node: its raylet is this worker's parent."""
-    raylet = os.getppid()
-    os.kill(raylet, signal.SIGKILL)
-    return raylet
+def _children() -> dict[int, list[int]]:
+    """Every live process's children (from /proc; empty where there is none)."""
+    tree: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc") if os.path.isdir("/proc") else []:
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+            except (OSError, ValueError, IndexError):
+                continue
+            tree.setdefault(ppid, []).append(int(entry))
+    return tree
+
+
+def _kill_node() -> int:
+    """Runs on the victim node: kills its raylet (this worker's parent) and every
+    process the raylet started, this one last, as when the machine dies (its
+    workers must not outlive it holding files)."""
+    raylet, me = os.getppid(), os.getpid()
+    tree, victims, todo = _children(), [], [raylet]
+    while todo:
+        pid = todo.pop()
+        victims.append(pid)
+        todo += tree.get(pid, [])
+    for pid in victims:
+        if pid != me:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                continue
+    os.kill(me, signal.SIGKILL)
+    return raylet  # pragma: no cover - never reached
 
 
 def kill_worker_node(config: Config, timeout: float = 60.0) -> str:
-    """Remove a worker node (not this driver's) that hosts a shard: its raylet is
-    killed, so Ray declares the node dead and restarts its actors elsewhere."""
+    """Remove a worker node (not this driver's) that hosts a shard: its raylet and
+    the processes it started are killed, so Ray declares the node dead and restarts
+    its actors elsewhere."""
     here = ray.get_runtime_context().get_node_id()
     hosts: list[str] = []
     for i in range(config.num_shards):
@@ -117,7 +145,7 @@ def kill_worker_node(config: Config, timeout: float = 60.0) -> str:
     if not victims:
         raise StoreUnavailable("ray", "no worker node to remove: every live node is the driver's")
     victim = victims[0]
-    task = ray.remote(num_cpus=0, max_retries=0)(_kill_parent).options(
+    task = ray.remote(num_cpus=0, max_retries=0)(_kill_node).options(
         scheduling_strategy=NodeAffinitySchedulingStrategy(victim, soft=False))
     ref = task.remote()
     deadline = time.monotonic() + timeout

@@ -135,7 +135,7 @@ def bus_demand(config: Config) -> list[tuple[str, float, dict[str, float]]]:
     return embedders + [("shard", config.shard_num_cpus, dict(config.shard_resources))] * shard_like
 
 
-def check_capacity(config: Config, wait: float = 10.0) -> None:
+def check_capacity(config: Config, wait: float = 5.0) -> None:
     """Fail fast when Ray cannot place the bus: an actor whose resources no node has
     would wait forever (Ray queues it as infeasible). Nodes that join within
     ``wait`` seconds count. Raises :class:`ConfigError` saying what to change."""

@@ -64,13 +64,14 @@ class Injector:
         self.redis_down_seconds = redis_down_seconds
         self.records: list[dict[str, Any]] = []
 
-    def kinds(self) -> list[str]:
+    def kinds(self, wanted: tuple[str, ...] | None = None) -> list[str]:
+        """The kinds this run can inject (of ``wanted``; None: all of them)."""
         out = ["shard", "embedder", "bus"]
         if self.redis is not None:
             out.append("redis")
         if self.remove_node is not None:
             out.append("node")
-        return out
+        return [k for k in out if wanted is None or k in wanted]
 
     def inject(self, fault: Fault, day: float, started: float) -> dict[str, Any]:
         record: dict[str, Any] = {**asdict(fault), "day": day, "wall": time.time() - started, "ok": True}

@@ -33,6 +33,8 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--seed", type=int, default=0, help="seed of the world, the script and the faults")
     p.add_argument("--chaos", action="store_true",
                    help="inject faults: kill shard, embedder and bus actors; restart Redis; remove a worker node")
+    p.add_argument("--faults", default=None, metavar="KINDS",
+                   help="with --chaos, only these faults (comma-separated: shard,embedder,bus,redis,node)")
     p.add_argument("--backend", choices=("embedded", "redis"), default="embedded",
                    help="embedded: SQLite files; redis: a private redis-server this run starts")
     p.add_argument("--address", default=None, help="a running Ray cluster (HOST:PORT); default: start Ray here")
@@ -92,6 +94,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     try:
         config = SimConfig(agents=args.agents, users=args.users, orgs=args.orgs, days=args.days, steps=args.steps,
                            seed=args.seed, chaos=args.chaos, backend=args.backend, address=args.address,
+                           faults=tuple(k for k in args.faults.split(",") if k) if args.faults else None,
                            shards=args.shards, questions_per_step=args.questions)
     except MemoryBusError as exc:
         return _fail(str(exc))

@@ -24,6 +24,7 @@ from typing import Any
 
 from memorybus.client import MemoryBus, connect
 from memorybus.config import BusPolicy, Config
+from memorybus.errors import InvalidRequest
 from memorybus.scopes import Context
 from memorybus.simulation import audit, chaos, report
 from memorybus.simulation.grading import Grader, states
@@ -132,13 +133,15 @@ def simulate(
     progress: Progress | None = None,
     remove_node: chaos.RemoveNode | None = None,
     ray_init: dict[str, Any] | None = None,
+    overrides: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Run one simulation; returns the report (also written to ``out_dir`` with plots).
 
     ``remove_node`` removes a worker node when the chaos schedule says so (tests
     pass a ``ray.cluster_utils.Cluster``'s; with ``config.address`` the default
     kills a worker node's raylet). ``ray_init``: keyword arguments for
-    ``ray.init`` when this call starts Ray.
+    ``ray.init`` when this call starts Ray. ``overrides``: fields of the bus's
+    :class:`~memorybus.Config` (e.g. ``shard_resources`` to place shards).
     """
     from memorybus.actors import fleet
 
@@ -147,13 +150,16 @@ def simulate(
     bus: MemoryBus | None = None
     handles: list[Any] = []
     try:
-        cfg = run.bus_config()
+        cfg = run.bus_config().with_(**(overrides or {}))
         bus = connect(cfg, **(ray_init or {}))
         if config.chaos and remove_node is None and config.address:
             run.remove_node = lambda: fleet.kill_worker_node(cfg)
         injector = chaos.Injector(lambda kind, i: fleet.kill_bus_actor(cfg, kind, i), run.redis, run.remove_node)
-        faults = (chaos.schedule(config.total_steps, injector.kinds(), config.shards, config.seed)
-                  if config.chaos else [])
+        kinds = injector.kinds(config.faults)
+        if config.chaos and config.faults and set(config.faults) - set(kinds):
+            raise InvalidRequest("faults", f"this run cannot inject {sorted(set(config.faults) - set(kinds))} "
+                                 "(redis needs --backend redis; node needs --address)")
+        faults = chaos.schedule(config.total_steps, kinds, config.shards, config.seed) if config.chaos else []
         handles = fleet.spawn_agents(bus, run.agents, run.run_id, config.seed, config.op_timeout)
         _steps(run, bus, handles, faults, injector, progress)
         return _finish(run, bus, handles, injector, out_dir)

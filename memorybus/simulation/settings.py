@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from memorybus.errors import InvalidRequest
 
 #: upper bounds that keep a run on one machine sane (a larger world is a cluster job)
+FAULT_KINDS = ("shard", "embedder", "bus", "redis", "node")
 LIMITS = {"agents": 512, "users": 4096, "orgs": 64, "days": 3650, "steps": 100_000}
 
 
@@ -28,6 +29,8 @@ class SimConfig:
     steps: int | None = None
     seed: int = 0
     chaos: bool = False
+    #: fault kinds under chaos (None: every kind this run can inject; see simulation.chaos)
+    faults: tuple[str, ...] | None = None
     backend: str = "embedded"
     address: str | None = None
     questions_per_step: int = 1
@@ -50,6 +53,14 @@ class SimConfig:
             raise InvalidRequest("users", f"{self.users} users need at least as many agents (got {self.agents})")
         if self.backend not in ("embedded", "redis"):
             raise InvalidRequest("backend", f"must be 'embedded' or 'redis', got {self.backend!r}")
+        if self.faults is not None:
+            unknown = set(self.faults) - set(FAULT_KINDS)
+            if unknown or not self.faults:
+                raise InvalidRequest("faults", f"must be some of {', '.join(FAULT_KINDS)}, got {sorted(unknown)}")
+            if "redis" in self.faults and self.backend != "redis":
+                raise InvalidRequest("faults", "a redis fault needs the redis backend")
+            if "node" in self.faults and not self.address:
+                raise InvalidRequest("faults", "removing a node needs a Ray cluster (an address)")
         if not 0 <= self.questions_per_step <= 20:
             raise InvalidRequest("questions_per_step", "must be between 0 and 20")
         if not 1 <= self.shards <= 64:
