@@ -52,7 +52,7 @@ class _Parser(argparse.ArgumentParser):
 def build_parser() -> argparse.ArgumentParser:
     from memorybus.simulation import cli as simulate_cli
 
-    p = _Parser(prog="memorybus", description="A distributed memory bus for agent teams.")
+    p: argparse.ArgumentParser = _Parser(prog="memorybus", description="A distributed memory bus for agent teams.")
     sub = p.add_subparsers(dest="command", required=True)
     simulate_cli.add_parser(sub)
     demo = sub.add_parser("demo", help="run a local multi-agent simulation on the embedded default")

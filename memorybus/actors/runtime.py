@@ -161,7 +161,7 @@ def check_capacity(config: Config, wait: float = 5.0) -> None:
         what, cpus, res = homeless[0]
         reason = f"no Ray node has {cpus} CPU" + (f" and resources {res}" if res else "") + f" for the {what} actor"
     else:
-        reason = f"Ray offers {total:g} CPUs, the bus reserves {need:g}"
+        reason = f"Ray offers {total:g} CPU(s), the bus reserves {need:g}"
     raise ConfigError(
         "num_cpus",
         f"{reason} (embedder_num_cpus={config.embedder_num_cpus} x {config.embedder_replicas} replicas, "

@@ -37,6 +37,8 @@ def add_parser(sub: Any) -> None:
                    help="with --chaos, only these faults (comma-separated: shard,embedder,bus,redis,node)")
     p.add_argument("--backend", choices=("embedded", "redis"), default="embedded",
                    help="embedded: SQLite files; redis: a private redis-server this run starts")
+    p.add_argument("--redis-url", default=None,
+                   help="with --backend redis: use this server (one every node reaches) instead of a private one")
     p.add_argument("--address", default=None, help="a running Ray cluster (HOST:PORT); default: start Ray here")
     p.add_argument("--out", default=DEFAULT_OUT, help=f"directory for simulation.json and plots ({DEFAULT_OUT})")
     p.add_argument("--shards", type=int, default=2, help="memory shards (default 2)")
@@ -94,6 +96,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     try:
         config = SimConfig(agents=args.agents, users=args.users, orgs=args.orgs, days=args.days, steps=args.steps,
                            seed=args.seed, chaos=args.chaos, backend=args.backend, address=args.address,
+                           redis_url=args.redis_url,
                            faults=tuple(k for k in args.faults.split(",") if k) if args.faults else None,
                            shards=args.shards, questions_per_step=args.questions)
     except MemoryBusError as exc:

@@ -59,6 +59,10 @@ class Truth:
 
 @dataclass(slots=True)
 class Assertion:
+    """A planned fact write: the fact version true when it is written, whether it
+    states that version's value, who writes it, with which strategy, and whether
+    the bus acknowledged it."""
+
     key: str
     version: int
     correct: bool
@@ -126,7 +130,9 @@ class Planner:
                       spec.level, "fact", day, key=c.key, value=value,
                       confidence=round(agent.reliability * self.rng.uniform(0.92, 1.0), 3),
                       strategy=spec.strategy, kind="semantic", importance=8.0, decay_rate=0.02)
-            self.assertions[w.id] = Assertion(c.key, c.version, value == c.value, agent.name, spec.strategy)
+            # judged against the value true when the agent writes it (a late report may be stale)
+            now = self.world.version_at(c.key, day) or c
+            self.assertions[w.id] = Assertion(c.key, now.version, value == now.value, agent.name, spec.strategy)
             self.observers.setdefault((c.key, c.version), set()).add(agent.name)
             self.known[(c.key, c.version)] = min(at, self.known.get((c.key, c.version), at))
             if delay:

@@ -69,6 +69,8 @@ class Run:
             "ray_address": self.config.address,
             "data_dir": os.path.join(self.data_dir, "bus"),
         }
+        if self.config.backend == "redis" and self.config.redis_url:
+            return Config.redis(self.config.redis_url, **common)
         if self.config.backend == "redis":
             self.redis = RedisServer(os.path.join(self.data_dir, "redis"))
             self.redis.start()

@@ -33,6 +33,8 @@ class SimConfig:
     faults: tuple[str, ...] | None = None
     backend: str = "embedded"
     address: str | None = None
+    #: an existing Redis for ``backend="redis"`` (default: the run starts a private one on 127.0.0.1)
+    redis_url: str | None = None
     questions_per_step: int = 1
     maintenance_every_days: float | None = None  # default: five runs per simulation
     op_timeout: float = 30.0
@@ -53,12 +55,17 @@ class SimConfig:
             raise InvalidRequest("users", f"{self.users} users need at least as many agents (got {self.agents})")
         if self.backend not in ("embedded", "redis"):
             raise InvalidRequest("backend", f"must be 'embedded' or 'redis', got {self.backend!r}")
+        if self.redis_url is not None and self.backend != "redis":
+            raise InvalidRequest("redis_url", "is only used with the redis backend")
+        if self.chaos and self.address and self.backend != "redis":
+            raise InvalidRequest("backend", "chaos on a cluster removes a node: use the redis backend "
+                                 "(records must outlive the node)")
         if self.faults is not None:
             unknown = set(self.faults) - set(FAULT_KINDS)
             if unknown or not self.faults:
                 raise InvalidRequest("faults", f"must be some of {', '.join(FAULT_KINDS)}, got {sorted(unknown)}")
-            if "redis" in self.faults and self.backend != "redis":
-                raise InvalidRequest("faults", "a redis fault needs the redis backend")
+            if "redis" in self.faults and (self.backend != "redis" or self.redis_url):
+                raise InvalidRequest("faults", "a redis fault needs the redis backend with a server the run starts")
             if "node" in self.faults and not self.address:
                 raise InvalidRequest("faults", "removing a node needs a Ray cluster (an address)")
         if not 0 <= self.questions_per_step <= 20:

@@ -28,7 +28,7 @@ def test_one_cpu_fails_fast_then_a_smaller_embedder_fits(ray_one_cpu, tmp_path):
         mb.connect(cfg)
     assert time.monotonic() - t0 < 30
     text = str(err.value)
-    assert "Ray offers 1 CPUs, the bus reserves 1.1" in text
+    assert "Ray offers 1 CPU(s), the bus reserves 1.1" in text
     assert "num_cpus=2" in text and "embedder_num_cpus" in text
     assert not (tmp_path / "d").exists()  # nothing was created
 

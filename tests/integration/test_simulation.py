@@ -9,6 +9,10 @@ than each agent alone.
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
+import tempfile
 
 import pytest
 
@@ -33,9 +37,22 @@ def _accuracy(result, method):
     return result["accuracy"]["overall"][method]["top1"]
 
 
-def test_small_simulation_shares_knowledge_and_loses_nothing(ray_local, tmp_path):
-    cfg = SimConfig(agents=4, users=2, orgs=1, days=6, steps=10, seed=11, questions_per_step=2)
-    result = simulate(cfg, str(tmp_path / "out"))
+def test_the_readme_command_runs_a_small_seeded_simulation_and_loses_nothing(tmp_path):
+    env = dict(os.environ, RAY_TMPDIR=tempfile.mkdtemp(prefix="mbsim", dir="/tmp"))
+    out = tmp_path / "out"
+    args = ["--agents", "4", "--users", "2", "--orgs", "1", "--days", "6", "--steps", "10", "--seed", "11",
+            "--questions", "2", "--out", str(out)]
+    proc = subprocess.run([sys.executable, "-m", "memorybus.cli", "simulate", *args], capture_output=True,
+                          text=True, timeout=360, env=env, check=False, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "step 10/10" in proc.stdout  # the progress line (one every tenth of the run off a terminal)
+    assert "integrity  lost acknowledged writes 0, scope leaks 0" in proc.stdout
+    assert "all questions (recall)" in proc.stdout and "throughput" in proc.stdout
+    written = sorted(p.name for p in out.iterdir())
+    assert written == ["accuracy.png", "latency.png", "simulation.json", "staleness.png"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]  # its data directory is gone
+    result = json.loads((out / "simulation.json").read_text())
+    assert result["run"]["steps"] == 10 and result["config"]["seed"] == 11
     _assert_integrity(result)
     bus, alone = _accuracy(result, "recall"), _accuracy(result, "no_bus")
     assert bus > alone + 0.25, (bus, alone)
@@ -48,9 +65,6 @@ def test_small_simulation_shares_knowledge_and_loses_nothing(ray_local, tmp_path
     for op in ("remember", "assert_fact", "recall", "current_fact"):
         assert result["latency_ms"][op]["n"] > 0 and result["latency_ms"][op]["p50"] > 0
     assert result["staleness"]["delivery"]["n"] == result["integrity"]["events_delivered"]
-    written = sorted(p.name for p in (tmp_path / "out").iterdir())
-    assert written == ["accuracy.png", "latency.png", "simulation.json", "staleness.png"]
-    assert json.loads((tmp_path / "out" / "simulation.json").read_text())["run"]["steps"] == 10
 
 
 def test_chaos_with_redis_kills_actors_and_the_server_and_loses_nothing(ray_local, tmp_path):

@@ -91,6 +91,9 @@ def test_whole_word_matching():
         ({"faults": ("meteor",)}, "faults"),
         ({"faults": ("redis",)}, "faults"),  # the embedded backend has no Redis to kill
         ({"faults": ("node",)}, "faults"),  # no cluster address, no node to remove
+        ({"chaos": True, "address": "127.0.0.1:6379"}, "backend"),  # node loss needs records off the node
+        ({"backend": "redis", "redis_url": "redis://h:1", "faults": ("redis",)}, "faults"),  # not ours to kill
+        ({"redis_url": "redis://h:1"}, "redis_url"),
     ],
 )
 def test_impossible_sizes_are_refused(changes, field):
