@@ -40,6 +40,7 @@ from memorybus.retrieval import DEFAULT_STATUSES, RecallHit, merge_hits
 from memorybus.retrieval.hybrid import RecallOptions
 from memorybus.retrieval.structure import embedding_texts
 from memorybus.scopes import Context, Level, Router, Scope
+from memorybus.shard.ops import new_op, tag_op
 from memorybus.validation import check_text
 
 if TYPE_CHECKING:
@@ -194,7 +195,14 @@ class MemoryBus(BusClientMixin, SubscriptionClientMixin, MaintenanceClientMixin,
         return node
 
     # ----------------------------------------------------------------- remember
-    def _remember_many_op(self, items: Sequence[Any], context: Context) -> Op[list[MemoryNode]]:
+    def _remember_many_op(
+        self, items: Sequence[Any], context: Context, op_id: str | None = None
+    ) -> Op[list[MemoryNode]]:
+        op = new_op(op_id)
+        nodes = yield from tag_op(op, self._remember_nodes_op(items, context, op))
+        return nodes
+
+    def _remember_nodes_op(self, items: Sequence[Any], context: Context, op: str) -> Op[list[MemoryNode]]:
         _check_context(context)
         if isinstance(items, str | bytes | dict) or not isinstance(items, Iterable):
             raise InvalidRequest("items", "must be a list of memories")
@@ -220,9 +228,10 @@ class MemoryBus(BusClientMixin, SubscriptionClientMixin, MaintenanceClientMixin,
             for row, node in enumerate(part):
                 by_shard.setdefault(self.router.shard_for(node.scope.key), []).append(row)
             handles = self._shard_handles()
+            call_op = f"{op}/{start // chunk}"  # one operation per chunk (each shard records its part)
             window.append(
                 [
-                    handles[s].put_many.remote(context, [part[r] for r in rows], vectors, rows)
+                    handles[s].put_many.remote(context, [part[r] for r in rows], vectors, rows, call_op)
                     for s, rows in by_shard.items()
                 ]
             )
@@ -235,20 +244,29 @@ class MemoryBus(BusClientMixin, SubscriptionClientMixin, MaintenanceClientMixin,
                 results.update(zip(asked, stored, strict=True))
         return [results[i] for i in ids]
 
-    def remember(self, content: str, context: Context, **fields: Any) -> MemoryNode:
-        """Store one memory; returns it as stored (version 1)."""
-        return runtime.run_sync(self._remember_many_op([{"content": content, **fields}], context))[0]
+    def remember(self, content: str, context: Context, *, op_id: str | None = None, **fields: Any) -> MemoryNode:
+        """Store one memory; returns it as stored (version 1).
 
-    async def remember_async(self, content: str, context: Context, **fields: Any) -> MemoryNode:
-        op = self._remember_many_op([{"content": content, **fields}], context)
+        ``op_id``: this write's operation id (default: a fresh one). Calling again with
+        the same id (a retry after an error such as OutcomeUnknown) returns the first
+        call's outcome instead of writing again."""
+        return runtime.run_sync(self._remember_many_op([{"content": content, **fields}], context, op_id))[0]
+
+    async def remember_async(
+        self, content: str, context: Context, *, op_id: str | None = None, **fields: Any
+    ) -> MemoryNode:
+        op = self._remember_many_op([{"content": content, **fields}], context, op_id)
         return (await runtime.run_async(op))[0]
 
-    def remember_many(self, items: Sequence[Any], context: Context) -> list[MemoryNode]:
-        """Store many memories (str, dict of remember fields, or MemoryNode each)."""
-        return runtime.run_sync(self._remember_many_op(items, context))
+    def remember_many(self, items: Sequence[Any], context: Context, *, op_id: str | None = None) -> list[MemoryNode]:
+        """Store many memories (str, dict of remember fields, or MemoryNode each);
+        ``op_id`` as for :meth:`remember`."""
+        return runtime.run_sync(self._remember_many_op(items, context, op_id))
 
-    async def remember_many_async(self, items: Sequence[Any], context: Context) -> list[MemoryNode]:
-        return await runtime.run_async(self._remember_many_op(items, context))
+    async def remember_many_async(
+        self, items: Sequence[Any], context: Context, *, op_id: str | None = None
+    ) -> list[MemoryNode]:
+        return await runtime.run_async(self._remember_many_op(items, context, op_id))
 
     # ------------------------------------------------------------------- recall
     def _recall_op(
@@ -452,8 +470,9 @@ class MemoryBus(BusClientMixin, SubscriptionClientMixin, MaintenanceClientMixin,
         return await runtime.run_async(self._get_op(memory_id, context))
 
     def _update_op(
-        self, memory_id: str, context: Context, expected_version: int, changes: dict[str, Any]
+        self, memory_id: str, context: Context, expected_version: int, changes: dict[str, Any], op_id: str | None
     ) -> Op[MemoryNode]:
+        op = new_op(op_id)
         if isinstance(expected_version, bool) or not isinstance(expected_version, int):
             raise InvalidRequest("expected_version", "must be an int")
         if not changes:
@@ -472,22 +491,36 @@ class MemoryBus(BusClientMixin, SubscriptionClientMixin, MaintenanceClientMixin,
             probe = MemoryNode(content=content, scope=context.scope)
             probe.validate(max_content_chars=self.config.max_content_chars)
             vector = self._embedder().encode.remote([content])
-        node = yield from self._fanout_op("update", context, memory_id, expected_version, changes, vector)
+        shards = self._fanout_op("update", context, memory_id, expected_version, changes, vector, op)
+        node = yield from tag_op(op, shards)
         return node
 
-    def update(self, memory_id: str, context: Context, *, expected_version: int, **changes: Any) -> MemoryNode:
+    def update(
+        self, memory_id: str, context: Context, *, expected_version: int, op_id: str | None = None, **changes: Any
+    ) -> MemoryNode:
         """Compare-and-set: change fields if the stored version is ``expected_version``.
 
-        Raises VersionConflict (with the actual version) otherwise.
+        Raises VersionConflict (with the actual version) otherwise: one winner per
+        version, even between two callers making the same change. ``op_id`` as for
+        :meth:`remember`: a retry with the same id answers the first outcome.
         """
-        return runtime.run_sync(self._update_op(memory_id, context, expected_version, changes))
+        return runtime.run_sync(self._update_op(memory_id, context, expected_version, changes, op_id))
 
     async def update_async(
-        self, memory_id: str, context: Context, *, expected_version: int, **changes: Any
+        self, memory_id: str, context: Context, *, expected_version: int, op_id: str | None = None, **changes: Any
     ) -> MemoryNode:
-        return await runtime.run_async(self._update_op(memory_id, context, expected_version, changes))
+        return await runtime.run_async(self._update_op(memory_id, context, expected_version, changes, op_id))
 
-    def _forget_op(self, memory_id: str, context: Context, expected_version: int | None) -> Op[bool]:
+    def _forget_op(
+        self, memory_id: str, context: Context, expected_version: int | None, op_id: str | None
+    ) -> Op[bool]:
+        op = new_op(op_id)
+        done = yield from tag_op(op, self._forget_shards_op(memory_id, context, expected_version, op))
+        return done
+
+    def _forget_shards_op(
+        self, memory_id: str, context: Context, expected_version: int | None, op: str
+    ) -> Op[bool]:
         if expected_version is not None and (
             isinstance(expected_version, bool) or not isinstance(expected_version, int)
         ):
@@ -499,7 +532,9 @@ class MemoryBus(BusClientMixin, SubscriptionClientMixin, MaintenanceClientMixin,
         for group in self._owners_then_rest(context):
             if not group:
                 continue
-            results = yield Settled([handles[i].delete.remote(context, memory_id, expected_version) for i in group])
+            results = yield Settled(
+                [handles[i].delete.remote(context, memory_id, expected_version, op) for i in group]
+            )
             for r in results:
                 if isinstance(r, BaseException):
                     raise r
@@ -507,12 +542,17 @@ class MemoryBus(BusClientMixin, SubscriptionClientMixin, MaintenanceClientMixin,
                 return True
         raise MemoryNotFound(memory_id)
 
-    def forget(self, memory_id: str, context: Context, *, expected_version: int | None = None) -> bool:
-        """Delete a memory from store and index. Raises MemoryNotFound if absent."""
-        return runtime.run_sync(self._forget_op(memory_id, context, expected_version))
+    def forget(
+        self, memory_id: str, context: Context, *, expected_version: int | None = None, op_id: str | None = None
+    ) -> bool:
+        """Delete a memory from store and index. Raises MemoryNotFound if absent.
+        ``op_id`` as for :meth:`remember`: a retry of a forget that succeeded answers True."""
+        return runtime.run_sync(self._forget_op(memory_id, context, expected_version, op_id))
 
-    async def forget_async(self, memory_id: str, context: Context, *, expected_version: int | None = None) -> bool:
-        return await runtime.run_async(self._forget_op(memory_id, context, expected_version))
+    async def forget_async(
+        self, memory_id: str, context: Context, *, expected_version: int | None = None, op_id: str | None = None
+    ) -> bool:
+        return await runtime.run_async(self._forget_op(memory_id, context, expected_version, op_id))
 
     # ----------------------------------------------------------------- upkeep
     def flush(self) -> None:

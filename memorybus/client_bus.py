@@ -18,6 +18,7 @@ from memorybus.events import Event
 from memorybus.model import MemoryKind, MemoryNode
 from memorybus.scopes import Context, Level, Scope
 from memorybus.shard import FactResult
+from memorybus.shard.ops import new_op, tag_op
 from memorybus.validation import check_text
 
 if TYPE_CHECKING:
@@ -70,7 +71,26 @@ class BusClientMixin:
 
     # ------------------------------------------------------------ keyed facts
     def _assert_fact_op(
-        self, key: str, content: str, context: Context, strategy: Strategy | str | None, fields: dict[str, Any]
+        self,
+        key: str,
+        content: str,
+        context: Context,
+        strategy: Strategy | str | None,
+        fields: dict[str, Any],
+        op_id: str | None = None,
+    ) -> Op[FactResult]:
+        op = new_op(op_id)
+        result = yield from tag_op(op, self._assert_one_op(key, content, context, strategy, fields, op))
+        return result
+
+    def _assert_one_op(
+        self,
+        key: str,
+        content: str,
+        context: Context,
+        strategy: Strategy | str | None,
+        fields: dict[str, Any],
+        op: str,
     ) -> Op[FactResult]:
         _check_context(context)
         _check_key(key)
@@ -81,7 +101,7 @@ class BusClientMixin:
         node = self._build({"content": content, "key": key, **fields}, context, time.time())
         vector = self._embedder().encode.remote([content])
         shard = self._shard_handles()[self.router.shard_for(node.scope.key)]
-        (result,) = yield [shard.assert_fact.remote(context, node, vector, strategy)]
+        (result,) = yield [shard.assert_fact.remote(context, node, vector, strategy, op)]
         return result
 
     def assert_fact(
@@ -92,6 +112,7 @@ class BusClientMixin:
         *,
         confidence: float = 1.0,
         strategy: Strategy | str | None = None,
+        op_id: str | None = None,
         **fields: Any,
     ) -> FactResult:
         """Assert a value of the keyed fact ``key`` in ``scope`` (default: the context's).
@@ -99,9 +120,11 @@ class BusClientMixin:
         Resolution (``strategy``, default from config) decides whether it becomes
         current; either way it is recorded in the fact's history. ``fields`` are
         remember fields (``scope``, ``valid_from``, ``importance``, ``tags``, ...).
+        ``op_id``: a retry with the same id answers the first outcome (``created``
+        stays ``created``), recording nothing twice.
         """
         return runtime.run_sync(
-            self._assert_fact_op(key, content, context, strategy, {"confidence": confidence, **fields})
+            self._assert_fact_op(key, content, context, strategy, {"confidence": confidence, **fields}, op_id)
         )
 
     async def assert_fact_async(
@@ -112,14 +135,22 @@ class BusClientMixin:
         *,
         confidence: float = 1.0,
         strategy: Strategy | str | None = None,
+        op_id: str | None = None,
         **fields: Any,
     ) -> FactResult:
         return await runtime.run_async(
-            self._assert_fact_op(key, content, context, strategy, {"confidence": confidence, **fields})
+            self._assert_fact_op(key, content, context, strategy, {"confidence": confidence, **fields}, op_id)
         )
 
     def _assert_facts_op(
-        self, items: list[dict[str, Any]], context: Context, strategy: Strategy | str | None
+        self, items: list[dict[str, Any]], context: Context, strategy: Strategy | str | None, op_id: str | None
+    ) -> Op[list[FactResult]]:
+        op = new_op(op_id)
+        results = yield from tag_op(op, self._assert_many_op(items, context, strategy, op))
+        return results
+
+    def _assert_many_op(
+        self, items: list[dict[str, Any]], context: Context, strategy: Strategy | str | None, op: str
     ) -> Op[list[FactResult]]:
         _check_context(context)
         if not isinstance(items, list) or not all(isinstance(i, dict) for i in items):
@@ -144,7 +175,7 @@ class BusClientMixin:
         handles = self._shard_handles()
         order = list(groups)
         refs = [
-            handles[s].assert_facts.remote(context, [nodes[i] for i in groups[s]], vectors, groups[s], strategy)
+            handles[s].assert_facts.remote(context, [nodes[i] for i in groups[s]], vectors, groups[s], strategy, op)
             for s in order
         ]
         parts = yield refs
@@ -155,16 +186,27 @@ class BusClientMixin:
         return [r for r in out if r is not None]
 
     def assert_facts(
-        self, items: list[dict[str, Any]], context: Context, *, strategy: Strategy | str | None = None
+        self,
+        items: list[dict[str, Any]],
+        context: Context,
+        *,
+        strategy: Strategy | str | None = None,
+        op_id: str | None = None,
     ) -> list[FactResult]:
         """Many assertions (dicts with ``key``, ``content`` and remember fields) in one call:
-        resolved in order and group-committed per shard, all or none per shard."""
-        return runtime.run_sync(self._assert_facts_op(items, context, strategy))
+        resolved in order and group-committed per shard, all or none per shard.
+        ``op_id`` as for :meth:`assert_fact`."""
+        return runtime.run_sync(self._assert_facts_op(items, context, strategy, op_id))
 
     async def assert_facts_async(
-        self, items: list[dict[str, Any]], context: Context, *, strategy: Strategy | str | None = None
+        self,
+        items: list[dict[str, Any]],
+        context: Context,
+        *,
+        strategy: Strategy | str | None = None,
+        op_id: str | None = None,
     ) -> list[FactResult]:
-        return await runtime.run_async(self._assert_facts_op(items, context, strategy))
+        return await runtime.run_async(self._assert_facts_op(items, context, strategy, op_id))
 
     def remember_fact(
         self, subject: str, predicate: str, obj: str, context: Context, *, confidence: float = 1.0, **fields: Any
@@ -221,7 +263,10 @@ class BusClientMixin:
         return await runtime.run_async(self._history_op(key, context, scope))
 
     # -------------------------------------------------------------- broadcast
-    def _broadcast_op(self, memory_id: str, to: Level | str, context: Context) -> Op[MemoryNode]:
+    def _broadcast_op(
+        self, memory_id: str, to: Level | str, context: Context, op_id: str | None = None
+    ) -> Op[MemoryNode]:
+        op = new_op(op_id)
         _check_context(context)
         if not isinstance(memory_id, str) or not memory_id:
             raise InvalidRequest("memory_id", "must be a non-empty string")
@@ -230,17 +275,21 @@ class BusClientMixin:
         except ValueError:
             raise InvalidRequest("to", f"unknown scope level {to!r}") from None
         _, hub = self._hub_for(context.org)
-        (copy,) = yield [hub.broadcast.remote(context, memory_id, level.value)]
+        copy = yield from tag_op(op, runtime.iter_one(hub.broadcast.remote(context, memory_id, level.value, op)))
         return copy
 
-    def broadcast(self, memory_id: str, to: Level | str, context: Context) -> MemoryNode:
+    def broadcast(
+        self, memory_id: str, to: Level | str, context: Context, *, op_id: str | None = None
+    ) -> MemoryNode:
         """Share a memory with a wider scope (``"user"`` or ``"org"``): a copy with
         ``confidence x 0.9``, ``parents=[original]``. Only the owner (or an authority)
-        may widen; broadcasting twice yields one copy."""
-        return runtime.run_sync(self._broadcast_op(memory_id, to, context))
+        may widen; broadcasting twice yields one copy. ``op_id`` as for ``remember``."""
+        return runtime.run_sync(self._broadcast_op(memory_id, to, context, op_id))
 
-    async def broadcast_async(self, memory_id: str, to: Level | str, context: Context) -> MemoryNode:
-        return await runtime.run_async(self._broadcast_op(memory_id, to, context))
+    async def broadcast_async(
+        self, memory_id: str, to: Level | str, context: Context, *, op_id: str | None = None
+    ) -> MemoryNode:
+        return await runtime.run_async(self._broadcast_op(memory_id, to, context, op_id))
 
 
 class MaintenanceClientMixin:

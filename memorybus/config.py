@@ -186,6 +186,11 @@ class Config:
     consolidation: ConsolidationPolicy = field(default_factory=ConsolidationPolicy)
     #: start the decay and consolidation schedules when ``connect`` creates the actors
     schedule_maintenance: bool = False
+    #: seconds a store request may take (Redis socket timeout) before StoreUnavailable
+    store_timeout: float = 5.0
+    #: seconds a shard keeps the record of each write's operation id: a re-execution or a
+    #: retry with the same ``op_id`` within this window answers the first outcome
+    op_retention_seconds: float = 86400.0
 
     def __post_init__(self) -> None:
         if self.bus.strategy not in ("confidence_weighted", "recency", "authority"):
@@ -224,6 +229,10 @@ class Config:
             raise ConfigError("embedder_replicas", "must be >= 1")
         if not 1 <= self.embed_batch_size <= 512:
             raise ConfigError("embed_batch_size", "must be between 1 and 512")
+        if not 0 < self.store_timeout <= 3600:
+            raise ConfigError("store_timeout", "must be in (0, 3600] seconds")
+        if not 60 <= self.op_retention_seconds <= 365 * 86400:
+            raise ConfigError("op_retention_seconds", "must be between 60 seconds and a year")
         if self.max_content_chars < 1 or self.max_batch < 1 or self.ingest_chunk < 1:
             raise ConfigError("limits", "max_content_chars, max_batch, ingest_chunk must be >= 1")
         if self.max_tags < 0 or self.max_structured_bytes < 1:

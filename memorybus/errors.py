@@ -122,6 +122,23 @@ class StoreUnavailable(MemoryBusError):  # noqa: N818 - public API name
         return f"store unavailable ({self.backend}): {self.detail}"
 
 
+class OutcomeUnknown(StoreUnavailable):
+    """A write's commit failed midway (e.g. a Redis timeout): it may or may not have
+    been applied. The shard settles it before its next call (adopting the write if it
+    was applied); retry with ``op_id=err.op_id`` to get the write's outcome, never a
+    second copy of it."""
+
+    def __init__(self, backend: str, detail: str, op_id: str) -> None:
+        MemoryBusError.__init__(self, backend, detail, op_id)
+        self.backend = backend
+        self.detail = detail
+        self.op_id = op_id
+
+    def __str__(self) -> str:
+        return (f"store unavailable ({self.backend}): {self.detail}; the write may have been applied: "
+                f"retry with op_id={self.op_id!r} to learn its outcome")
+
+
 class IndexUnavailable(MemoryBusError):  # noqa: N818 - public API name
     """A derived index (vector index) failed; it can be rebuilt from the store."""
 

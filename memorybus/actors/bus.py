@@ -142,7 +142,7 @@ class BusActor:
         self.hub.flush()
         self.hub.kv.close()
 
-    async def broadcast(self, context: Context, memory_id: str, to: str) -> Any:
+    async def broadcast(self, context: Context, memory_id: str, to: str, op: str | None = None) -> Any:
         """Widen a memory: the owning shard checks and builds the copy, the shard of the
         wider scope stores it (idempotently)."""
         shards = self._shard_handles()
@@ -151,7 +151,7 @@ class BusActor:
         )
         copy = pick_one(results, memory_id)
         target = shards[self.router.shard_for(copy.scope.key)]
-        return await target.put_broadcast.remote(context, copy)
+        return await target.put_broadcast.remote(context, copy, op)
 
     async def pid(self) -> int:
         return os.getpid()

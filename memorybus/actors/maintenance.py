@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
+import uuid
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -99,7 +100,8 @@ class DecayActor(_Scheduled):
         self.interval = self.policy.interval_seconds
 
     async def _run(self, now: float) -> dict[str, int]:
-        parts = await asyncio.gather(*(s.decay_sweep.remote(now, self.policy) for s in _shards(self.config)))
+        op = uuid.uuid4().hex  # one sweep: a shard re-running it (Ray retry) answers from its record
+        parts = await asyncio.gather(*(s.decay_sweep.remote(now, self.policy, op) for s in _shards(self.config)))
         total = {"scanned": 0, "archived": 0, "expired": 0}
         for part in parts:
             for k, v in part.items():
@@ -157,7 +159,9 @@ class ConsolidationActor(_Scheduled):
             await asyncio.sleep(pause_before_apply)
         results = await asyncio.gather(
             *(
-                shard.apply_consolidation.remote([m.id for m in c.members], text, vectors[i], now, self.policy)
+                shard.apply_consolidation.remote(
+                    [m.id for m in c.members], text, vectors[i], now, self.policy, uuid.uuid4().hex
+                )
                 for i, ((shard, c), text) in enumerate(zip(work, texts, strict=True))
             )
         )

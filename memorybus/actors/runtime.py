@@ -70,6 +70,8 @@ def _get_settled(refs: list[Any], timeout: float | None) -> list[Any]:
 
 
 def run_sync(op: Op[T], timeout: float | None = None) -> T:
+    """Drive ``op`` with ``ray.get``. A failed wait is thrown into the operation (as a
+    memorybus error), so it may add what it knows (its operation id) or recover."""
     try:
         wanted = op.send(None)
         while True:
@@ -79,10 +81,8 @@ def run_sync(op: Op[T], timeout: float | None = None) -> T:
                 else:
                     result = ray.get(wanted, timeout=timeout)
             except Exception as exc:
-                err = unwrap(exc)
-                if err is exc:
-                    raise
-                raise err from None
+                wanted = op.throw(unwrap(exc))
+                continue
             wanted = op.send(result)
     except StopIteration as stop:
         return stop.value
@@ -106,10 +106,8 @@ async def run_async(op: Op[T], timeout: float | None = None) -> T:
                 try:
                     result = await asyncio.wait_for(asyncio.gather(*map(_await_one, wanted)), timeout)
                 except Exception as exc:
-                    err = unwrap(exc)
-                    if err is exc:
-                        raise
-                    raise err from None
+                    wanted = op.throw(unwrap(exc))
+                    continue
             wanted = op.send(result)
     except StopIteration as stop:
         return stop.value
@@ -201,4 +199,9 @@ def wait_ready(refs: list[Any], timeout: float) -> None:
 
 def iter_refs(refs: list[Any]) -> Op[list[Any]]:
     result = yield refs
+    return result
+
+
+def iter_one(ref: Any) -> Op[Any]:
+    (result,) = yield [ref]
     return result

@@ -24,6 +24,10 @@ from memorybus.storage.factory import open_shard
 class ShardActor:
     """Owns the scopes routed to shard ``name``. Calls run one at a time.
 
+    Every mutating method takes the caller's operation id ``op`` (the client makes
+    one per call): Ray re-runs a call with the same arguments after the actor died,
+    and the shard answers such a re-run from the operation's record.
+
     Every committed event is pushed, fire-and-forget, to the bus actor of its
     org; the durable event log is the fallback when a push is lost.
     """
@@ -77,12 +81,17 @@ class ShardActor:
                 hub.publish.remote(evs)
 
     def assert_fact(
-        self, context: Context, node: MemoryNode, vector: np.ndarray | None, strategy: str | None
+        self,
+        context: Context,
+        node: MemoryNode,
+        vector: np.ndarray | None,
+        strategy: str | None,
+        op: str | None = None,
     ) -> FactResult:
         if vector is not None:
             vector = np.asarray(vector)
             vector = vector[0] if vector.ndim == 2 else vector
-        return self._s().assert_fact(context, node, vector, strategy)
+        return self._s().assert_fact(context, node, vector, strategy, op=op)
 
     def assert_facts(
         self,
@@ -91,12 +100,13 @@ class ShardActor:
         vectors: np.ndarray | None,
         rows: list[int],
         strategy: str | None,
+        op: str | None = None,
     ) -> list[FactResult]:
         vecs = None if vectors is None else np.asarray(vectors)[rows]
-        return self._s().assert_facts(context, nodes, vecs, strategy)
+        return self._s().assert_facts(context, nodes, vecs, strategy, op=op)
 
-    def decay_sweep(self, now: float, policy: DecayPolicy) -> dict[str, int]:
-        return self._s().decay_sweep(now, policy)
+    def decay_sweep(self, now: float, policy: DecayPolicy, op: str | None = None) -> dict[str, int]:
+        return self._s().decay_sweep(now, policy, op=op)
 
     def consolidation_plan(
         self, now: float, policy: ConsolidationPolicy, scopes: list[str] | None, due_only: bool
@@ -104,9 +114,15 @@ class ShardActor:
         return self._s().consolidation_plan(now, policy, scopes, due_only)
 
     def apply_consolidation(
-        self, member_ids: list[str], text: str, vector: np.ndarray, now: float, policy: ConsolidationPolicy
+        self,
+        member_ids: list[str],
+        text: str,
+        vector: np.ndarray,
+        now: float,
+        policy: ConsolidationPolicy,
+        op: str | None = None,
     ) -> MemoryNode | None:
-        return self._s().apply_consolidation(member_ids, text, vector, now, policy)
+        return self._s().apply_consolidation(member_ids, text, vector, now, policy, op=op)
 
     def current_fact(self, context: Context, key: str, scope: Scope) -> MemoryNode | None:
         return self._s().current_fact(context, key, scope)
@@ -117,8 +133,8 @@ class ShardActor:
     def broadcast_source(self, context: Context, memory_id: str, to: str) -> MemoryNode:
         return self._s().broadcast_source(context, memory_id, to)
 
-    def put_broadcast(self, context: Context, copy: MemoryNode) -> MemoryNode:
-        return self._s().put_broadcast(context, copy)
+    def put_broadcast(self, context: Context, copy: MemoryNode, op: str | None = None) -> MemoryNode:
+        return self._s().put_broadcast(context, copy, op=op)
 
     def read_events(
         self, context: Context, cursors: dict[str, int], flt: EventFilter | None, limit: int
@@ -134,8 +150,9 @@ class ShardActor:
         nodes: Sequence[MemoryNode],
         vectors: np.ndarray | None = None,
         rows: Sequence[int] | None = None,
+        op: str | None = None,
     ) -> list[MemoryNode]:
-        return self._s().put_many(context, nodes, vectors, rows)
+        return self._s().put_many(context, nodes, vectors, rows, op=op)
 
     def update(
         self,
@@ -144,14 +161,17 @@ class ShardActor:
         expected_version: int,
         changes: dict[str, Any],
         vector: np.ndarray | None = None,
+        op: str | None = None,
     ) -> MemoryNode:
         if vector is not None:
             vector = np.asarray(vector)
             vector = vector[0] if vector.ndim == 2 else vector
-        return self._s().update(context, memory_id, expected_version, changes, vector)
+        return self._s().update(context, memory_id, expected_version, changes, vector, op=op)
 
-    def delete(self, context: Context, memory_id: str, expected_version: int | None = None) -> bool:
-        return self._s().delete(context, memory_id, expected_version)
+    def delete(
+        self, context: Context, memory_id: str, expected_version: int | None = None, op: str | None = None
+    ) -> bool:
+        return self._s().delete(context, memory_id, expected_version, op=op)
 
     def get(self, context: Context, memory_id: str, with_embedding: bool = False) -> MemoryNode:
         return self._s().get(context, memory_id, with_embedding=with_embedding)

@@ -31,12 +31,13 @@ from memorybus.retrieval.reader import RecallReader
 from memorybus.scopes import Context
 from memorybus.shard.facts import FactsMixin
 from memorybus.shard.maintenance import MaintenanceMixin
+from memorybus.shard.ops import OpsMixin
 from memorybus.shard.writes import WritesMixin
 from memorybus.storage.base import Store
 from memorybus.storage.vectors import VectorIndex
 
 
-class Shard(WritesMixin, FactsMixin, MaintenanceMixin):
+class Shard(OpsMixin, WritesMixin, FactsMixin, MaintenanceMixin):
     def __init__(
         self,
         name: str,
@@ -78,6 +79,7 @@ class Shard(WritesMixin, FactsMixin, MaintenanceMixin):
         self.graph_policy = graph or GraphPolicy()
         self.graph = TemporalGraph()
         self._touches: dict[str, tuple[int, float]] = {}
+        self._in_doubt = {}
         self._last_flush = time.monotonic()
         self._recall = RecallReader(self)  # derived read-side indexes (keyword, sessions)
         self.rebuild()
@@ -101,10 +103,12 @@ class Shard(WritesMixin, FactsMixin, MaintenanceMixin):
         return len(self._nodes)
 
     # ------------------------------------------------------------------ checks
-    @staticmethod
-    def _check_context(context: object) -> Context:
+    def _check_context(self, context: object) -> Context:
+        """The caller's context, checked; every call starts here (and settles writes in
+        doubt first, if the store can tell now: see :meth:`_reading`)."""
         if not isinstance(context, Context):
             raise InvalidRequest("context", f"must be a Context, got {type(context).__name__}")
+        self._reading()
         return context
 
     def _visible(self, node: MemoryNode, context: Context, action: str) -> None:
@@ -132,6 +136,12 @@ class Shard(WritesMixin, FactsMixin, MaintenanceMixin):
         return evolve(node.stamped(now), version=1)
 
     # ------------------------------------------------------------------- reads
+    def _reading(self) -> None:
+        """Before a read: settle writes in doubt if the store can tell now (a write the
+        store applied after its call failed becomes visible here)."""
+        if self._in_doubt:
+            self._settle(strict=False)
+
     def get(self, context: Context, memory_id: str, *, with_embedding: bool = False) -> MemoryNode:
         context = self._check_context(context)
         node = self._nodes.get(memory_id)
@@ -236,6 +246,7 @@ class Shard(WritesMixin, FactsMixin, MaintenanceMixin):
         return [evolve(n) for n in found[:limit] if n.scope.visible_to(context)]
 
     def count(self) -> int:
+        self._reading()
         return len(self._nodes)
 
     # ------------------------------------------------------------------ access

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -16,6 +16,9 @@ from memorybus.model import MemoryNode, MemoryStatus, evolve
 from memorybus.scopes import Context, Scope
 from memorybus.shard.state import _content_hash, _ShardState
 from memorybus.storage.base import SlotWrite, WriteBatch
+
+if TYPE_CHECKING:
+    from memorybus.shard.ops import OpCall
 
 
 @dataclass(slots=True)
@@ -40,6 +43,8 @@ class FactsMixin(_ShardState):
         node: MemoryNode,
         vector: np.ndarray | None = None,
         strategy: Strategy | str | None = None,
+        *,
+        op: str | None = None,
     ) -> FactResult:
         """Write a new value of the keyed fact ``(node.scope, node.key)``.
 
@@ -51,9 +56,10 @@ class FactsMixin(_ShardState):
         fact's history. The loser is kept: status ``deprecated``, ``valid_to``
         closed at the winner's ``valid_from``, ``contradicts`` linked both ways.
         An assertion of the current value reinforces it instead of storing a copy.
+        A re-execution (same ``op``) answers with the first outcome.
         """
         vectors = None if vector is None else np.asarray(vector, dtype=np.float32)[None, :]
-        return self.assert_facts(context, [node], vectors, strategy)[0]
+        return self.assert_facts(context, [node], vectors, strategy, op=op)[0]
 
     def assert_facts(
         self,
@@ -61,6 +67,8 @@ class FactsMixin(_ShardState):
         nodes: Sequence[MemoryNode],
         vectors: np.ndarray | None = None,
         strategy: Strategy | str | None = None,
+        *,
+        op: str | None = None,
     ) -> list[FactResult]:
         """:meth:`assert_fact` for many assertions, resolved in order and committed in
         one transaction (group commit): all are applied or none."""
@@ -79,17 +87,18 @@ class FactsMixin(_ShardState):
             prepared.append(new)
         if len({n.id for n in prepared}) != len(prepared):
             raise InvalidRequest("nodes", "duplicate ids in one batch")
+        call = self._op_call("assert", context, op)  # a re-execution is answered by the commit
         last: VersionConflict | None = None
         for _ in range(self.policy.max_cas_retries):
             try:
-                return self._assert_round(context, prepared, chosen, now)
+                return self._assert_round(call, context, prepared, chosen, now)
             except VersionConflict as exc:
                 last = exc
         assert last is not None
         raise last
 
     def _assert_round(
-        self, context: Context, prepared: list[MemoryNode], strategy: Strategy, now: float
+        self, call: OpCall, context: Context, prepared: list[MemoryNode], strategy: Strategy, now: float
     ) -> list[FactResult]:
         """One optimistic attempt: read the slots, resolve in order, commit with CAS."""
         slots: dict[tuple[str, str], list[Any]] = {}  # -> [head_id, seq0, current, count]
@@ -168,15 +177,17 @@ class FactsMixin(_ShardState):
             results.append(FactResult(fact, outcome != "rejected", current.id if current else None, outcome,
                                       fact_seq, fact.id))
         slot_writes = [SlotWrite(sk, k, st[1], st[0], st[3]) for (sk, k), st in slots.items()]
-        self._commit(WriteBatch(puts=list(puts.values()), updates=list(updates.values()), slots=slot_writes), events)
         changed = list(puts.values()) + [u for u, _ in updates.values()]
-        self.index.upsert(changed)
-        for n in changed:
-            self._remember_local(n)
         final = {n.id: n for n in changed}
-        return [
-            evolve(r, node=final.get(r.node.id, r.node).without_embedding()) for r in results
-        ]
+        answer = [evolve(r, node=final.get(r.node.id, r.node).without_embedding()) for r in results]
+
+        def apply() -> None:
+            self.index.upsert(changed)
+            for n in changed:
+                self._remember_local(n)
+
+        batch = WriteBatch(puts=list(puts.values()), updates=list(updates.values()), slots=slot_writes)
+        return self._commit_op(call, batch, events, answer, apply)
 
     def _is_authority(self, context: Context) -> bool:
         names = set(self.policy.authorities)

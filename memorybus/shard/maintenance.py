@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -23,6 +23,9 @@ from memorybus.model import MemoryKind, MemoryNode, MemoryStatus, evolve
 from memorybus.scopes import Context, Level
 from memorybus.shard.state import _ShardState
 from memorybus.storage.base import WriteBatch
+
+#: the owner of maintenance operation records (they act for no caller's context)
+_SYSTEM = "system"
 
 
 class MaintenanceMixin(_ShardState):
@@ -80,54 +83,93 @@ class MaintenanceMixin(_ShardState):
             tags=stored.tags,
         )
 
-    def put_broadcast(self, context: Context, copy: MemoryNode) -> MemoryNode:
+    def put_broadcast(self, context: Context, copy: MemoryNode, *, op: str | None = None) -> MemoryNode:
         """Store a broadcast copy (idempotent: an existing copy is returned as is)."""
         context = self._check_context(context)
+        call = self._op_call("broadcast", context, op)
         existing = self._nodes.get(copy.id)
         if existing is not None:
             return evolve(existing)
         prepared = self._prepare_new(evolve(copy, version=0), None, context, self.clock.now())
         now = self.clock.now()
-        self._commit(
+
+        def apply() -> None:
+            self.index.upsert([prepared])
+            self._remember_local(prepared)
+
+        return self._commit_op(
+            call,
             WriteBatch(puts=[prepared]),
             [self._event(EventKind.BROADCAST, prepared, context, now, origin=copy.parents[0])],
+            prepared.without_embedding(),
+            apply,
         )
-        self.index.upsert([prepared])
-        self._remember_local(prepared)
-        return prepared.without_embedding()
 
     # -------------------------------------------------------------- maintenance
     def _system_event(self, kind: EventKind, node: MemoryNode, actor: str, now: float, **data: Any) -> Event:
         return Event(kind, node.without_embedding(), now, actor, 0, data)
 
-    def decay_sweep(self, now: float, policy: DecayPolicy, chunk: int = 2000) -> dict[str, int]:
+    def decay_sweep(
+        self, now: float, policy: DecayPolicy, chunk: int = 2000, *, op: str | None = None
+    ) -> dict[str, int]:
         """Archive memories whose salience fell below the policy's threshold and remove
         working memories past their TTL, from store and index, with an event each.
 
         Archived memories are kept (status ``archived``): default recall skips them,
-        ``include_archived=True`` finds them. Each chunk is one atomic commit.
+        ``include_archived=True`` finds them. Each chunk is one atomic commit with its
+        own operation record (``op/<n>``, the counts so far); the last one records
+        ``op`` itself. A re-execution answers the first outcome, and one that finds a
+        sweep cut short resumes it, counting what the first run already did.
         """
+        call = self._op_call("decay", _SYSTEM, op)
+        done, answer = self._recorded(call)
+        if done:
+            return answer
+        archived = expired = first = 0
+        while op is not None:  # chunks an earlier, interrupted run of this sweep committed
+            done, answer = self._recorded(self._op_call("decay", _SYSTEM, f"{op}/{first}"))
+            if not done:
+                break
+            archived, expired, first = answer["archived"], answer["expired"], first + 1
         plan = plan_decay(list(self._nodes.values()), now, policy)
-        archived = expired = 0
-        for start in range(0, len(plan.archive), chunk):
-            ids = plan.archive[start : start + chunk]
-            stored = [n for n in self.store.get_many(ids) if n is not None]
-            changed = [evolve(n, status=MemoryStatus.ARCHIVED, version=n.version + 1) for n in stored]
-            events = [self._system_event(EventKind.ARCHIVED, n, "decay", now) for n in changed]
-            self._commit(WriteBatch(updates=[(n, n.version - 1) for n in changed]), events)
-            self.index.set_status([n.id for n in changed], MemoryStatus.ARCHIVED)
-            for n in changed:
-                self._remember_local(n)
-            archived += len(changed)
-        for start in range(0, len(plan.expire), chunk):
-            ids = [i for i in plan.expire[start : start + chunk] if i in self._nodes]
-            events = [self._system_event(EventKind.EXPIRED, self._nodes[i], "decay", now) for i in ids]
-            self._commit(WriteBatch(deletes=[(i, None) for i in ids]), events)
+        steps = [("archive", plan.archive[i : i + chunk]) for i in range(0, len(plan.archive), chunk)]
+        steps += [("expire", plan.expire[i : i + chunk]) for i in range(0, len(plan.expire), chunk)]
+        for n, (what, planned) in enumerate(steps):
+            sub = None if op is None else f"{op}/{first + n}"
+            step = call if n == len(steps) - 1 else self._op_call("decay", _SYSTEM, sub)
+            if what == "archive":
+                stored = [x for x in self.store.get_many(planned) if x is not None]
+                changed = [evolve(x, status=MemoryStatus.ARCHIVED, version=x.version + 1) for x in stored]
+                events = [self._system_event(EventKind.ARCHIVED, x, "decay", now) for x in changed]
+                archived += len(changed)
+                batch = WriteBatch(updates=[(x, x.version - 1) for x in changed])
+                apply = self._archive_applier(changed)
+            else:
+                ids = [i for i in planned if i in self._nodes]
+                events = [self._system_event(EventKind.EXPIRED, self._nodes[i], "decay", now) for i in ids]
+                expired += len(ids)
+                batch = WriteBatch(deletes=[(i, None) for i in ids])
+                apply = self._expire_applier(ids)
+            counts = {"scanned": plan.scanned, "archived": archived, "expired": expired}
+            if batch:
+                counts = self._commit_op(step, batch, events, counts, apply)
+        return {"scanned": plan.scanned, "archived": archived, "expired": expired}
+
+    def _archive_applier(self, changed: list[MemoryNode]) -> Callable[[], None]:
+        def apply() -> None:
+            self.index.set_status([x.id for x in changed], MemoryStatus.ARCHIVED)
+            for x in changed:
+                self._remember_local(x)
+
+        return apply
+
+    def _expire_applier(self, ids: list[str]) -> Callable[[], None]:
+        def apply() -> None:
             self.index.delete(ids)
             for i in ids:
                 self._forget_local(i)
-            expired += len(ids)
-        return {"scanned": plan.scanned, "archived": archived, "expired": expired}
+
+        return apply
 
     def consolidation_plan(
         self, now: float, policy: ConsolidationPolicy, scopes: Sequence[str] | None = None, due_only: bool = False
@@ -151,13 +193,25 @@ class MaintenanceMixin(_ShardState):
         return clusters
 
     def apply_consolidation(
-        self, member_ids: Sequence[str], text: str, vector: np.ndarray, now: float, policy: ConsolidationPolicy
+        self,
+        member_ids: Sequence[str],
+        text: str,
+        vector: np.ndarray,
+        now: float,
+        policy: ConsolidationPolicy,
+        *,
+        op: str | None = None,
     ) -> MemoryNode | None:
         """Turn a cluster into one semantic memory, atomically: the new memory and the
         sources' change to ``consolidated`` (faster decay, ``children`` link) commit
         together. Idempotent: the semantic memory's id derives from its sources, and
         sources already consolidated are not consolidated again. Returns the semantic
-        memory, or None when nothing was left to do."""
+        memory, or None when nothing was left to do. A re-execution (same ``op``)
+        answers the first outcome."""
+        call = self._op_call("consolidate", _SYSTEM, op)
+        done, answer = self._recorded(call)
+        if done:
+            return answer
         stored = [n for n in self.store.get_many(sorted(member_ids)) if n is not None]
         members = [n for n in stored if n.status is MemoryStatus.ACTIVE and n.kind is MemoryKind.EPISODIC]
         cluster = Cluster(stored[0].scope.key if stored else "", sorted(stored, key=lambda n: n.id), np.zeros(1))
@@ -192,13 +246,17 @@ class MaintenanceMixin(_ShardState):
         events = [self._system_event(EventKind.REMEMBERED, sem, "consolidation", now, sources=len(members))]
         events += [self._system_event(EventKind.CONSOLIDATED, u, "consolidation", now, into=sem.id)
                    for u, _ in updates.values() if u.id in {m.id for m in members}]
-        self._commit(WriteBatch(puts=[sem], updates=list(updates.values())), events)
         changed = [sem] + [u for u, _ in updates.values()]
-        self.index.upsert(changed)
-        for n in changed:
-            self._remember_local(n)
-        self._importance_since.pop(sem.scope.key, None)
-        return sem.without_embedding()
+
+        def apply() -> None:
+            self.index.upsert(changed)
+            for n in changed:
+                self._remember_local(n)
+            self._importance_since.pop(sem.scope.key, None)
+
+        return self._commit_op(
+            call, WriteBatch(puts=[sem], updates=list(updates.values())), events, sem.without_embedding(), apply
+        )
 
     # ------------------------------------------------------------ event replay
     def read_events(

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
+
+T = TypeVar("T")
 
 if TYPE_CHECKING:
     import numpy as np
@@ -18,6 +20,7 @@ if TYPE_CHECKING:
     from memorybus.model import MemoryNode
     from memorybus.retrieval.reader import RecallReader
     from memorybus.scopes import Context
+    from memorybus.shard.ops import OpCall
     from memorybus.storage.base import Store, WriteBatch
     from memorybus.storage.vectors import VectorIndex
 
@@ -57,8 +60,7 @@ class _ShardState:
 
     if TYPE_CHECKING:
         # core.Shard
-        @staticmethod
-        def _check_context(context: object) -> Context: ...
+        def _check_context(self, context: object) -> Context: ...
 
         def _visible(self, node: MemoryNode, context: Context, action: str) -> None: ...
 
@@ -68,8 +70,18 @@ class _ShardState:
             self, node: MemoryNode, vector: np.ndarray | None, context: Context, now: float
         ) -> MemoryNode: ...
 
+        # ops.OpsMixin
+        def _op_call(self, method: str, owner: Context | str, op: str | None) -> OpCall: ...
+
+        def _commit_op(
+            self, call: OpCall, batch: WriteBatch, events: Sequence[Event], result: T, apply: Callable[[], None]
+        ) -> T: ...
+
+        def _settle(self, *, strict: bool = True) -> None: ...
+
+        def _recorded(self, call: OpCall) -> tuple[bool, Any]: ...
+
         # writes.WritesMixin
-        def _commit(self, batch: WriteBatch, events: Sequence[Event]) -> list[Event]: ...
 
         def _event(self, kind: EventKind, node: MemoryNode, context: Context, now: float, **data: Any) -> Event: ...
 

@@ -3,7 +3,6 @@ detection), compare-and-set updates, deletes, and the atomic commit with events.
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Sequence
 from typing import Any
 
@@ -43,19 +42,6 @@ UPDATABLE = frozenset(
 
 class WritesMixin(_ShardState):
     # ------------------------------------------------------------------ writes
-    def _commit(self, batch: WriteBatch, events: Sequence[Event]) -> list[Event]:
-        """Commit ``batch`` with ``events`` appended to their scopes' logs, atomically;
-        then hand the sequenced events to ``on_events`` (live fan-out)."""
-        batch.events = [(e.scope_key, e.encode()) for e in events]
-        batch.event_keys = [e.node.key if "fact_seq" in e.data else None for e in events]
-        seqs = self.store.commit(batch)
-        for event, seq in zip(events, seqs, strict=True):
-            event.seq = seq
-        if events and self.on_events is not None:
-            with contextlib.suppress(Exception):  # live push is best effort; the log has them
-                self.on_events(list(events))
-        return list(events)
-
     def _event(self, kind: EventKind, node: MemoryNode, context: Context, now: float, **data: Any) -> Event:
         return Event(kind, node.without_embedding(), now, context.agent or context.user, 0, data)
 
@@ -116,6 +102,7 @@ class WritesMixin(_ShardState):
         rows: Sequence[int] | None = None,
         *,
         event: EventKind = EventKind.REMEMBERED,
+        op: str | None = None,
     ) -> list[MemoryNode]:
         """Store new memories atomically (all or none); returns them as stored.
 
@@ -126,6 +113,8 @@ class WritesMixin(_ShardState):
         time) and a near duplicate of a semantic or procedural one are not stored
         again: the existing memory is returned. A memory that contradicts a
         similar one in its scope is stored with ``contradicts`` links both ways.
+        ``op``: the operation id (see :mod:`memorybus.shard.ops`): a re-execution
+        returns the first answer.
         """
         context = self._check_context(context)
         if vectors is not None:
@@ -142,6 +131,7 @@ class WritesMixin(_ShardState):
         ids = [n.id for n in prepared]
         if len(set(ids)) != len(ids):
             raise InvalidRequest("nodes", "duplicate ids in one batch")
+        call = self._op_call("put_many", context, op)
         fresh: list[MemoryNode] = []
         result: list[MemoryNode | None] = [None] * len(prepared)
         batch_hashes: dict[tuple[str, str], MemoryNode] = {}
@@ -151,6 +141,9 @@ class WritesMixin(_ShardState):
                 if existing.content_equal(evolve(n, created_at=existing.created_at, valid_from=existing.valid_from)):
                     result[i] = evolve(existing)  # a retried write: already durable
                     continue
+                done, answer = self._recorded(call)  # a re-execution, the memory changed since
+                if done:
+                    return answer
                 raise VersionConflict(n.id, 0, existing.version)
             dup = self._duplicate_of(n) if self.dedupe else None
             in_batch = batch_hashes.get((n.scope.key, _content_hash(n)))
@@ -186,23 +179,27 @@ class WritesMixin(_ShardState):
             self._event(EventKind.UPDATED, u, context, now, contradicted_by=u.contradicts[-1])
             for u, _ in updates.values()
         ]
-        if fresh or updates:
-            self._commit(WriteBatch(puts=fresh, updates=list(updates.values())), events)
-        self.index.upsert(fresh)
-        for n in fresh:
-            self._remember_local(n)
-            if n.kind is MemoryKind.EPISODIC:
-                self._importance_since[n.scope.key] = self._importance_since.get(n.scope.key, 0.0) + n.importance
-        for u, _ in updates.values():
-            self._remember_local(u)
-        stored = {n.id: n for n in fresh}
+        final = {n.id: n for n in fresh}
+        final.update({u.id: u for u, _ in updates.values()})
         out: list[MemoryNode] = []
         for i, n in enumerate(prepared):
             r = result[i]
-            node = stored.get(n.id) if r is None else self._nodes.get(r.id, r)
+            node = final.get(n.id if r is None else r.id) or (None if r is None else self._nodes.get(r.id, r))
             assert node is not None
             out.append(evolve(node.without_embedding()))
-        return out
+        if not fresh and not updates:
+            return out
+
+        def apply() -> None:
+            self.index.upsert(fresh)
+            for n in fresh:
+                self._remember_local(n)
+                if n.kind is MemoryKind.EPISODIC:
+                    self._importance_since[n.scope.key] = self._importance_since.get(n.scope.key, 0.0) + n.importance
+            for u, _ in updates.values():
+                self._remember_local(u)
+
+        return self._commit_op(call, WriteBatch(puts=fresh, updates=list(updates.values())), events, out, apply)
 
     def _remember_local(self, node: MemoryNode) -> None:
         """Mirror a committed node in the cache and the content-hash map."""
@@ -241,11 +238,16 @@ class WritesMixin(_ShardState):
         expected_version: int,
         changes: dict[str, Any],
         vector: np.ndarray | None = None,
+        *,
+        op: str | None = None,
     ) -> MemoryNode:
         """Compare-and-set: apply ``changes`` if the stored version is ``expected_version``.
 
         Changing ``content`` requires its new ``vector``. Raises VersionConflict,
-        MemoryNotFound, ScopeViolation, InvalidMemory/InvalidRequest.
+        MemoryNotFound, ScopeViolation, InvalidMemory/InvalidRequest. One winner per
+        version: a second update at the same ``expected_version`` raises
+        VersionConflict even with identical changes, unless it is a re-execution of
+        the winner (same ``op``), which returns the winner's answer.
         """
         context = self._check_context(context)
         if isinstance(expected_version, bool) or not isinstance(expected_version, int):
@@ -255,8 +257,12 @@ class WritesMixin(_ShardState):
         bad = set(changes) - UPDATABLE
         if bad:
             raise InvalidRequest("changes", f"cannot update {sorted(bad)}")
+        call = self._op_call("update", context, op)
         current = self._nodes.get(memory_id)
         if current is None:
+            done, answer = self._recorded(call)
+            if done:
+                return answer
             raise MemoryNotFound(memory_id)
         self._visible(current, context, "update")
         if "content" in changes and changes["content"] != current.content and vector is None:
@@ -269,36 +275,51 @@ class WritesMixin(_ShardState):
             new = evolve(new, embedding=vector)
         new = self._validate(new)
         if base.version != expected_version:
-            if base.version == expected_version + 1 and base.content_equal(new):
-                return base.without_embedding()  # a retried update that already committed
+            done, answer = self._recorded(call)  # a re-execution of the winner answers as it did
+            if done:
+                return answer
             raise VersionConflict(memory_id, expected_version, base.version)
         now = self.clock.now()
         kind = EventKind.UPDATED
         if new.status is not base.status and new.status is MemoryStatus.ARCHIVED:
             kind = EventKind.ARCHIVED
-        self._commit(
+
+        def apply() -> None:
+            self.index.upsert([new])
+            self._remember_local(new)
+
+        return self._commit_op(
+            call,
             WriteBatch(updates=[(new, expected_version)]),
             [self._event(kind, new, context, now, fields=sorted(changes))],
+            new.without_embedding(),
+            apply,
         )
-        self.index.upsert([new])
-        self._remember_local(new)
-        return evolve(self._nodes[memory_id])
 
-    def delete(self, context: Context, memory_id: str, expected_version: int | None = None) -> bool:
-        """Forget a memory (hard delete from store and index). False if already gone."""
+    def delete(
+        self, context: Context, memory_id: str, expected_version: int | None = None, *, op: str | None = None
+    ) -> bool:
+        """Forget a memory (hard delete from store and index). False if already gone
+        (a re-execution of a delete that succeeded, same ``op``, answers True)."""
         context = self._check_context(context)
         if expected_version is not None and (
             isinstance(expected_version, bool) or not isinstance(expected_version, int)
         ):
             raise InvalidRequest("expected_version", "must be an int or None")
+        call = self._op_call("delete", context, op)
         current = self._nodes.get(memory_id)
         if current is None:
-            return False
+            return self._recorded(call)[0]  # gone: by this very call (re-executed), or not
         self._visible(current, context, "forget")
-        self._commit(
+
+        def apply() -> None:
+            self.index.delete([memory_id])
+            self._forget_local(memory_id)
+
+        return self._commit_op(
+            call,
             WriteBatch(deletes=[(memory_id, expected_version)]),
             [self._event(EventKind.FORGOTTEN, current, context, self.clock.now())],
+            True,
+            apply,
         )
-        self.index.delete([memory_id])
-        self._forget_local(memory_id)
-        return True

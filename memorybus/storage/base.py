@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol, runtime_checkable
+from typing import NamedTuple, Protocol, runtime_checkable
 
 from memorybus.model import MemoryNode
 
@@ -46,6 +46,11 @@ class WriteBatch:
     - ``event_keys``: for each event (same order; empty for none), the keyed fact
       it records, or None: the store indexes those events by key, so a fact's
       history is read without scanning its scope's log.
+    - ``op``: the operation id, recorded in the same transaction with ``op_result``
+      (the operation's answer) and the events' sequence numbers. A batch whose
+      ``op`` is already recorded applies nothing: :meth:`Store.commit` raises
+      :class:`AlreadyApplied` with the record. ``attempt`` names this commit attempt
+      (see :meth:`Store.resolve`).
     """
 
     puts: list[MemoryNode] = field(default_factory=list)
@@ -54,12 +59,36 @@ class WriteBatch:
     slots: list[SlotWrite] = field(default_factory=list)
     events: list[tuple[str, bytes]] = field(default_factory=list)
     event_keys: list[str | None] = field(default_factory=list)
+    op: str | None = None
+    op_result: bytes = b""
+    attempt: str = ""
 
     def __bool__(self) -> bool:
         return bool(self.puts or self.updates or self.deletes or self.slots or self.events)
 
     def ids(self) -> list[str]:
         return [n.id for n in self.puts] + [n.id for n, _ in self.updates] + [i for i, _ in self.deletes]
+
+
+class OpRecord(NamedTuple):
+    """What a store recorded for an operation id: its answer and its events' sequences."""
+
+    result: bytes
+    seqs: list[int]
+
+
+class AlreadyApplied(Exception):  # noqa: N818 - a signal between store and shard, never raised to callers
+    """:meth:`Store.commit` of a batch whose operation id is already recorded: nothing
+    was applied; ``record`` is what the first commit recorded."""
+
+    def __init__(self, record: OpRecord) -> None:
+        super().__init__(record)
+        self.record = record
+
+
+#: How long a store keeps operation records by default (seconds): a re-execution or a
+#: client retry within this window is answered from the record.
+DEFAULT_OP_RETENTION = 86400.0
 
 
 @runtime_checkable
@@ -71,12 +100,25 @@ class Store(Protocol):
     def commit(self, batch: WriteBatch) -> list[int]:
         """Apply ``batch`` atomically and durably; return the events' sequence numbers.
 
-        Raises VersionConflict (nothing applied) when an update or delete finds
+        Raises AlreadyApplied (nothing applied) when ``batch.op`` is already recorded;
+        VersionConflict (nothing applied) when an update or delete finds
         another version, a put finds a different record under its id, or a slot
         is not at its expected sequence;
         MemoryNotFound when an update or delete names a missing id;
-        StoreUnavailable when the backend fails.
+        StoreUnavailable when the backend fails (for a server store the batch may
+        still commit later: see :meth:`resolve`).
         """
+        ...
+
+    def op_record(self, op: str) -> OpRecord | None:
+        """The record of operation ``op`` if it committed (within the retention)."""
+        ...
+
+    def resolve(self, op: str, attempt: str) -> OpRecord | None:
+        """Settle a commit attempt whose outcome is unknown (its commit call failed):
+        the record if operation ``op`` committed; otherwise None, and from then on
+        that ``attempt`` can never commit (a request still on its way to the server
+        is fenced off), so None means "not applied", for good."""
         ...
 
     def get(self, memory_id: str) -> MemoryNode | None: ...

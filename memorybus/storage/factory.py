@@ -18,10 +18,12 @@ def open_store(config: Config, shard: str) -> Store:
         from memorybus.storage.redis import RedisStore
 
         assert config.redis_url is not None
-        return RedisStore(config.redis_url, config.namespace, shard)
+        return RedisStore(config.redis_url, config.namespace, shard, socket_timeout=config.store_timeout,
+                          op_retention=config.op_retention_seconds)
     from memorybus.storage.sqlite import SqliteStore
 
-    return SqliteStore(os.path.join(config.shard_dir(shard), "records.sqlite"))
+    path = os.path.join(config.shard_dir(shard), "records.sqlite")
+    return SqliteStore(path, op_retention=config.op_retention_seconds)
 
 
 def open_index(config: Config, shard: str) -> VectorIndex:

@@ -21,7 +21,7 @@ import redis.exceptions as rexc
 from memorybus.codec import decode_node, encode_node
 from memorybus.errors import MemoryNotFound, StoreUnavailable, VersionConflict
 from memorybus.model import MemoryNode
-from memorybus.storage.base import WriteBatch
+from memorybus.storage.base import DEFAULT_OP_RETENTION, AlreadyApplied, OpRecord, WriteBatch
 
 
 class RedisKeys:
@@ -54,8 +54,14 @@ class RedisKeys:
     def fact_events(self, scope_key: str, key: str) -> str:
         return f"{self.prefix}:f:{scope_key}\x1f{key}"
 
+    def op(self, op: str) -> str:
+        return f"{self.prefix}:o:{op}"
 
-# ARGV[1]: msgpack array of ops; ARGV[2]: key prefix.
+
+# ARGV[1]: msgpack array of ops; ARGV[2]: key prefix; ARGV[3]: operation id or "";
+# ARGV[4]: the operation's answer; ARGV[5]: this attempt; ARGV[6]: retention in ms.
+# The operation record (hash ":o:<op>": r = answer, q = event seqs, f<attempt> = fenced)
+# is checked first and written last, in the same script as the batch.
 # put:  {"put", id, blob, version, ac, la, scope_key, fact_key_or_""}
 # cas:  {"cas", id, blob, expected}
 # del:  {"del", id, "", expected_or_-1}
@@ -64,6 +70,13 @@ class RedisKeys:
 _COMMIT = """
 local ops = cmsgpack.unpack(ARGV[1])
 local p = ARGV[2]
+local ok = nil
+if ARGV[3] ~= '' then
+  ok = p .. ':o:' .. ARGV[3]
+  local r = redis.call('HGET', ok, 'r')
+  if r then return {'done', r, redis.call('HGET', ok, 'q')} end
+  if redis.call('HEXISTS', ok, 'f' .. ARGV[5]) == 1 then return {'fenced'} end
+end
 for _, op in ipairs(ops) do
   if op[1] == 'slot' then
     local cur = tonumber(redis.call('HGET', p .. ':h:' .. op[2] .. '\\31' .. op[3], 'q') or '0')
@@ -115,7 +128,22 @@ for _, op in ipairs(ops) do
     table.insert(out, seq)
   end
 end
+if ok then
+  local seqs = {}
+  for i = 2, #out do seqs[#seqs + 1] = out[i] end
+  redis.call('HSET', ok, 'r', ARGV[4], 'q', cmsgpack.pack(seqs))
+  redis.call('PEXPIRE', ok, ARGV[6])
+end
 return out
+"""
+
+# KEYS[1]: the operation record; ARGV[1]: the attempt to fence; ARGV[2]: retention in ms.
+_RESOLVE = """
+local r = redis.call('HGET', KEYS[1], 'r')
+if r then return {'done', r, redis.call('HGET', KEYS[1], 'q')} end
+redis.call('HSET', KEYS[1], 'f' .. ARGV[1], '1')
+redis.call('PEXPIRE', KEYS[1], ARGV[2])
+return {'fenced'}
 """
 
 _TOUCH = """
@@ -128,6 +156,15 @@ return 1
 """
 
 _FIELDS = ("d", "v", "ac", "la")
+
+
+def _seqs(blob: Any) -> list[int]:
+    value = msgpack.unpackb(blob) if blob else []
+    return [int(x) for x in value] if isinstance(value, list) else []
+
+
+def _record(reply: Sequence[Any]) -> OpRecord:
+    return OpRecord(bytes(reply[1]), _seqs(reply[2]))
 
 
 def _to_node(values: Sequence[Any]) -> MemoryNode | None:
@@ -153,14 +190,17 @@ class RedisStore:
         *,
         socket_timeout: float = 5.0,
         client: redis.Redis | None = None,
+        op_retention: float = DEFAULT_OP_RETENTION,
     ) -> None:
         self.keys = RedisKeys(namespace, shard)
+        self._retention_ms = str(max(1, int(op_retention * 1000)))
         try:
             self._r = client or redis.Redis.from_url(
                 url, socket_timeout=socket_timeout, socket_connect_timeout=socket_timeout
             )
             self._commit = self._r.register_script(_COMMIT)
             self._touch = self._r.register_script(_TOUCH)
+            self._resolve = self._r.register_script(_RESOLVE)
             self._r.ping()
         except rexc.RedisError as exc:
             raise StoreUnavailable("redis", f"{url}: {exc}") from None
@@ -203,15 +243,28 @@ class RedisStore:
         for (scope_key, blob), key in zip(batch.events, keys, strict=True):
             ops.append(["evt", scope_key, blob, key or ""])
         payload = msgpack.packb(ops, use_bin_type=False)
-        reply = self._call(self._commit, keys=[self.keys.all()], args=[payload, self.keys.prefix])
+        args = [payload, self.keys.prefix, batch.op or "", batch.op_result, batch.attempt, self._retention_ms]
+        reply = self._call(self._commit, keys=[self.keys.all()], args=args)
         status = reply[0].decode() if isinstance(reply[0], bytes) else reply[0]
         if status == "ok":
             return [int(x) for x in reply[1:]]
+        if status == "done":
+            raise AlreadyApplied(_record(reply))
+        if status == "fenced":
+            raise StoreUnavailable("redis", f"commit attempt of operation {batch.op} was fenced off after a failure")
         memory_id = reply[1].decode() if isinstance(reply[1], bytes) else reply[1]
         if status == "missing":
             raise MemoryNotFound(memory_id)
         expected = int(reply[2])
         raise VersionConflict(memory_id, None if expected < 0 else expected, int(reply[3]))
+
+    def op_record(self, op: str) -> OpRecord | None:
+        result, seqs = self._call(self._r.hmget, self.keys.op(op), ("r", "q"))
+        return None if result is None else OpRecord(bytes(result), _seqs(seqs))
+
+    def resolve(self, op: str, attempt: str) -> OpRecord | None:
+        reply = self._call(self._resolve, keys=[self.keys.op(op)], args=[attempt, self._retention_ms])
+        return _record(reply) if reply[0] in (b"done", "done") else None
 
     def touch(self, stats: Mapping[str, tuple[int, float]]) -> None:
         if not stats:

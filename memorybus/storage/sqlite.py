@@ -2,7 +2,9 @@
 
 Durability: ``synchronous=FULL`` in WAL mode, so a committed transaction is on
 disk when :meth:`SqliteStore.commit` returns. Compare-and-set is a conditional
-``UPDATE ... WHERE version = ?`` inside one ``BEGIN IMMEDIATE`` transaction.
+``UPDATE ... WHERE version = ?`` inside one ``BEGIN IMMEDIATE`` transaction; the
+operation id of a batch is a row of ``ops`` written in that same transaction, kept
+``op_retention`` seconds.
 """
 
 from __future__ import annotations
@@ -11,13 +13,16 @@ import contextlib
 import os
 import sqlite3
 import threading
+import time
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
+
+import msgpack
 
 from memorybus.codec import decode_node, encode_node
 from memorybus.errors import MemoryNotFound, StoreUnavailable, VersionConflict
 from memorybus.model import MemoryNode
-from memorybus.storage.base import WriteBatch
+from memorybus.storage.base import DEFAULT_OP_RETENTION, AlreadyApplied, OpRecord, WriteBatch
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS nodes (
@@ -41,6 +46,8 @@ CREATE TABLE IF NOT EXISTS events (
     scope_key TEXT NOT NULL, seq INTEGER NOT NULL, blob BLOB NOT NULL,
     PRIMARY KEY (scope_key, seq)
 ) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS ops (op TEXT PRIMARY KEY, at REAL NOT NULL, result BLOB NOT NULL, seqs BLOB NOT NULL);
+CREATE INDEX IF NOT EXISTS ops_at ON ops(at);
 CREATE TABLE IF NOT EXISTS fact_events (
     scope_key TEXT NOT NULL, mkey TEXT NOT NULL, seq INTEGER NOT NULL,
     PRIMARY KEY (scope_key, mkey, seq)
@@ -60,8 +67,10 @@ class SqliteStore:
 
     backend = "sqlite"
 
-    def __init__(self, path: str | os.PathLike[str]) -> None:
+    def __init__(self, path: str | os.PathLike[str], *, op_retention: float = DEFAULT_OP_RETENTION) -> None:
         self.path = os.fspath(path)
+        self.op_retention = float(op_retention)
+        self._pruned = 0.0
         self._lock = threading.RLock()
         try:
             os.makedirs(os.path.dirname(os.path.abspath(self.path)), exist_ok=True)
@@ -99,6 +108,10 @@ class SqliteStore:
             return seqs
 
     def _apply(self, db: sqlite3.Connection, batch: WriteBatch) -> list[int]:
+        if batch.op is not None:
+            row = db.execute("SELECT result, seqs FROM ops WHERE op=?", (batch.op,)).fetchone()
+            if row is not None:
+                raise AlreadyApplied(OpRecord(bytes(row[0]), list(msgpack.unpackb(row[1]))))
         for slot in batch.slots:
             row = db.execute(
                 "SELECT seq FROM slots WHERE scope_key=? AND mkey=?", (slot.scope_key, slot.key)
@@ -157,7 +170,25 @@ class SqliteStore:
             if key is not None:
                 db.execute("INSERT INTO fact_events(scope_key, mkey, seq) VALUES (?,?,?)", (scope_key, key, row[0]))
             seqs.append(int(row[0]))
+        if batch.op is not None:
+            now = time.time()
+            db.execute(
+                "INSERT INTO ops(op, at, result, seqs) VALUES (?,?,?,?)",
+                (batch.op, now, batch.op_result, msgpack.packb(seqs)),
+            )
+            if now - self._pruned > min(60.0, self.op_retention):  # drop records past retention (<= once a min)
+                self._pruned = now
+                db.execute("DELETE FROM ops WHERE at < ?", (now - self.op_retention,))
         return seqs
+
+    def op_record(self, op: str) -> OpRecord | None:
+        rows = self._query("SELECT result, seqs FROM ops WHERE op=?", (op,))
+        return OpRecord(bytes(rows[0][0]), list(msgpack.unpackb(rows[0][1]))) if rows else None
+
+    def resolve(self, op: str, attempt: str) -> OpRecord | None:
+        # a commit runs in this process and has finished when its call returned or raised:
+        # no attempt can still be on its way, so the record alone decides
+        return self.op_record(op)
 
     @staticmethod
     def _raise_for(db: sqlite3.Connection, memory_id: str, expected: int | None) -> None:
@@ -256,7 +287,7 @@ class SqliteStore:
     def clear(self) -> None:
         with self._lock:
             try:
-                for table in ("nodes", "slots", "seqs", "events", "fact_events"):
+                for table in ("nodes", "slots", "seqs", "events", "fact_events", "ops"):
                     self._db.execute(f"DELETE FROM {table}")
             except sqlite3.Error as exc:
                 raise StoreUnavailable("sqlite", str(exc)) from None

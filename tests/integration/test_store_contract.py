@@ -2,6 +2,7 @@
 
 import signal
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -238,3 +239,53 @@ def test_fact_events_are_indexed_by_key(store):
     assert store.fact_events(S1.key, "city") == [(3, b"city-1")]
     assert store.fact_events(S2.key, "lang") == [(1, b"lang-elsewhere")]
     assert store.fact_events(S1.key, "nope") == []
+
+
+@pytest.fixture(params=["sqlite", "redis"])
+def short_store(request, tmp_path, redis_server):
+    """A store keeping operation records 0.3 s."""
+    if request.param == "sqlite":
+        s = SqliteStore(tmp_path / "s.sqlite", op_retention=0.3)
+    else:
+        s = RedisStore(redis_server.url, f"t{next(_counter)}", "shard-0", op_retention=0.3)
+    yield s
+    s.clear()
+    s.close()
+
+
+def test_operation_id_is_recorded_with_the_batch_and_answers_a_rerun(short_store):
+    from memorybus.storage import AlreadyApplied
+
+    store = short_store
+    a = mk("a")
+    seqs = store.commit(WriteBatch(puts=[a], events=[(S1.key, b"e1")], op="op-1", op_result=b"answer-1"))
+    assert store.op_record("op-1") == (b"answer-1", seqs) and store.op_record("op-2") is None
+    with pytest.raises(AlreadyApplied) as exc:  # a re-run, even one that would now conflict
+        store.commit(WriteBatch(puts=[a.copy(content="changed")], events=[(S1.key, b"e2")], op="op-1",
+                                op_result=b"other"))
+    assert exc.value.record == (b"answer-1", seqs)
+    assert store.get(a.id).content == "a" and store.last_seq(S1.key) == 1  # nothing applied
+    with pytest.raises(VersionConflict):  # a failed batch records no operation
+        store.commit(WriteBatch(puts=[a.copy(content="changed")], op="op-3", op_result=b"x"))
+    assert store.op_record("op-3") is None
+    assert store.resolve("op-1", "any") == (b"answer-1", seqs)
+    time.sleep(0.5)  # past the retention: the record goes, the effect stays
+    store.commit(WriteBatch(puts=[mk("b")], op="op-4", op_result=b"y"))
+    assert store.op_record("op-1") is None and store.get(a.id).content == "a"
+
+
+def test_redis_resolve_fences_off_an_attempt_still_on_its_way(redis_server):
+    """resolve() of an attempt that has not committed makes sure it never does: a
+    script the server runs after the resolve applies nothing."""
+    store = RedisStore(redis_server.url, f"t{next(_counter)}", "shard-0")
+    try:
+        assert store.resolve("op-9", "attempt-1") is None
+        with pytest.raises(StoreUnavailable):
+            store.commit(WriteBatch(puts=[mk("late")], op="op-9", op_result=b"r", attempt="attempt-1"))
+        assert store.count() == 0 and store.op_record("op-9") is None
+        # a new attempt of the same operation (the caller's retry) commits once
+        store.commit(WriteBatch(puts=[mk("retry")], op="op-9", op_result=b"r2", attempt="attempt-2"))
+        assert store.count() == 1 and store.resolve("op-9", "attempt-3") is not None
+    finally:
+        store.clear()
+        store.close()

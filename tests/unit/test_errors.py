@@ -12,6 +12,7 @@ CASES = [
     E.MemoryNotFound("abc"),
     E.ScopeViolation("read"),
     E.StoreUnavailable("redis", "connection refused"),
+    E.OutcomeUnknown("redis", "Timeout reading from socket", "op-17"),
     E.IndexUnavailable("qdrant-edge", "broken"),
     E.EmbeddingError("bad shape"),
     E.MemoryBusError("plain"),

@@ -89,13 +89,15 @@ def test_visibility_enforced_in_the_shard(shard, embedder):
 def test_update_is_compare_and_set(shard, embedder):
     (n,) = put(shard, embedder, U1, ["User prefers tea"])
     vec = embedder.encode(["User prefers coffee"])[0]
-    u = shard.update(U1, n.id, 1, {"content": "User prefers coffee"}, vec)
+    u = shard.update(U1, n.id, 1, {"content": "User prefers coffee"}, vec, op="op-1")
     assert u.version == 2 and u.content == "User prefers coffee"
     with pytest.raises(VersionConflict) as exc:
         shard.update(U1, n.id, 1, {"importance": 9})
     assert (exc.value.expected, exc.value.actual) == (1, 2)
-    # a retried update that already committed is idempotent
-    again = shard.update(U1, n.id, 1, {"content": "User prefers coffee"}, vec)
+    with pytest.raises(VersionConflict):  # the same change by another call: one winner per version
+        shard.update(U1, n.id, 1, {"content": "User prefers coffee"}, vec)
+    # a re-executed update that already committed (same operation id) answers as it did
+    again = shard.update(U1, n.id, 1, {"content": "User prefers coffee"}, vec, op="op-1")
     assert again.version == 2
     hits = shard.search(U1, embedder.encode(["coffee"])[0], 1)
     assert hits[0].node.id == n.id and hits[0].node.content == "User prefers coffee"

@@ -1,0 +1,196 @@
+"""Operation ids: every write of the shard commits exactly once.
+
+A mutating call carries an operation id (the client makes one per call; Ray
+re-sends the same arguments when it re-runs a call after the actor died, and a
+client may retry with the same id). The shard commits the call's effect together
+with a record of the operation and of its answer, in one store transaction (one
+SQLite transaction, one Lua script). A re-execution finds the record and returns
+the recorded answer instead of acting again: a retried ``assert_fact`` says
+``created`` again, not ``reinforced``; a retried ``forget`` says it succeeded.
+
+Records are keyed by a digest of (method, caller's scope, operation id), so an id
+answers only the same call of the same caller, and kept ``op_retention`` seconds.
+
+A commit whose call failed (a Redis timeout) may still be applied by the server.
+The shard keeps such an attempt "in doubt" and settles it before its next call:
+:meth:`Store.resolve` either finds the record (the write happened: the shard
+adopts it into its cache and index and publishes its events) or fences the
+attempt off for good (it never happened). The caller got :class:`OutcomeUnknown`
+with the operation id; retrying with that id returns the outcome, never a copy.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import uuid
+from collections.abc import Callable, Generator, Sequence
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from memorybus.codec import decode, encode, node_from_dict, node_to_dict
+from memorybus.errors import InvalidRequest, OutcomeUnknown, StoreUnavailable
+from memorybus.events import Event
+from memorybus.model import MemoryNode
+from memorybus.scopes import Context
+from memorybus.shard.facts import FactResult
+from memorybus.shard.state import _ShardState
+from memorybus.storage.base import AlreadyApplied, WriteBatch
+
+T = TypeVar("T")
+_OUTCOME = "outcome"
+MAX_OP_CHARS = 200
+
+
+def check_op(op: object) -> str | None:
+    """An operation id as given by a caller: None, or a non-empty printable string."""
+    if op is None:
+        return None
+    if not isinstance(op, str) or not op or len(op) > MAX_OP_CHARS or not op.isprintable():
+        raise InvalidRequest("op_id", f"must be a printable string of 1 to {MAX_OP_CHARS} characters")
+    return op
+
+
+def new_op(op_id: str | None) -> str:
+    """The operation id of a mutating client call: the caller's (checked), else a fresh one."""
+    return check_op(op_id) or uuid.uuid4().hex
+
+
+def tag_op(op: str, inner: Generator[Any, Any, T]) -> Generator[Any, Any, T]:
+    """Drive the client operation ``inner``; an OutcomeUnknown it raises names the
+    caller's operation id (what a retry passes as ``op_id``)."""
+    try:
+        return (yield from inner)
+    except OutcomeUnknown as exc:
+        raise OutcomeUnknown(exc.backend, exc.detail, op) from None
+
+
+def op_key(method: str, owner: Context | str, op: str) -> str:
+    """The store's key of an operation record: small, fixed size, bound to the caller
+    (a context, or a name for maintenance) and the method."""
+    who = owner.scope.key if isinstance(owner, Context) else f"\x00{owner}"
+    raw = "\x1f".join((method, who, op)).encode("utf-8", "surrogatepass")
+    return hashlib.blake2b(raw, digest_size=16).hexdigest()
+
+
+def _fact_to_dict(r: FactResult) -> dict[str, Any]:
+    return {"node": node_to_dict(r.node, with_embedding=False), "current": r.current, "previous": r.previous,
+            "outcome": r.outcome, "fact_seq": r.fact_seq, "write_id": r.write_id}
+
+
+def encode_outcome(value: Any) -> bytes:
+    """The answer of a write, for its operation record (embeddings left out)."""
+    if value is None or isinstance(value, bool):
+        payload: dict[str, Any] = {"t": "plain", "v": value}
+    elif isinstance(value, MemoryNode):
+        payload = {"t": "node", "v": node_to_dict(value, with_embedding=False)}
+    elif isinstance(value, dict):
+        payload = {"t": "plain", "v": value}
+    elif all(isinstance(x, MemoryNode) for x in value):
+        payload = {"t": "nodes", "v": [node_to_dict(x, with_embedding=False) for x in value]}
+    elif all(isinstance(x, FactResult) for x in value):
+        payload = {"t": "facts", "v": [_fact_to_dict(x) for x in value]}
+    else:  # pragma: no cover - a programming error
+        raise TypeError(f"cannot record an answer of type {type(value).__name__}")
+    return encode(_OUTCOME, payload)
+
+
+def decode_outcome(blob: bytes) -> Any:
+    payload = decode(blob, _OUTCOME)
+    kind, value = payload["t"], payload["v"]
+    if kind == "node":
+        return node_from_dict(value)
+    if kind == "nodes":
+        return [node_from_dict(d) for d in value]
+    if kind == "facts":
+        return [FactResult(node_from_dict(d["node"]), d["current"], d["previous"], d["outcome"], d["fact_seq"],
+                           d["write_id"]) for d in value]
+    return value
+
+
+@dataclass(frozen=True, slots=True)
+class OpCall:
+    """One mutating call: its record ``key`` and the caller's ``op`` id (None: the
+    shard made one up, and nothing can re-execute it)."""
+
+    key: str
+    op: str | None
+
+
+@dataclass(slots=True)
+class _InDoubt:
+    """A commit attempt whose call failed: it may or may not have been applied."""
+
+    attempt: str
+    events: list[Event]
+    apply: Callable[[], None]
+
+
+class OpsMixin(_ShardState):
+    _in_doubt: dict[str, _InDoubt]
+
+    def _op_call(self, method: str, owner: Context | str, op: str | None) -> OpCall:
+        """The operation of this call. Settles attempts in doubt first, so the call
+        sees every write the store applied."""
+        self._settle()
+        op = check_op(op)
+        if op is None:
+            return OpCall(uuid.uuid4().hex, None)  # an internal id: still settles a failed commit
+        return OpCall(op_key(method, owner, op), op)
+
+    def _recorded(self, call: OpCall) -> tuple[bool, Any]:
+        """``(True, answer)`` if this operation already committed, else ``(False, None)``.
+
+        A re-execution computes its write again from the current state; where that
+        state would make it fail or do nothing (the memory it deleted is gone, the
+        version it bumped has moved on), the shard asks here before answering. A
+        re-execution that reaches its commit is answered by the store itself
+        (:class:`AlreadyApplied`), so the common path costs no extra read."""
+        if call.op is None:
+            return False, None
+        record = self.store.op_record(call.key)
+        return (False, None) if record is None else (True, decode_outcome(record.result))
+
+    def _commit_op(
+        self, call: OpCall, batch: WriteBatch, events: Sequence[Event], result: T, apply: Callable[[], None]
+    ) -> T:
+        """Commit ``batch`` with ``events`` and the record of operation ``call`` (answer:
+        ``result``) atomically; then ``apply`` the write to cache and index and hand
+        the sequenced events to ``on_events``. Returns ``result``, or the recorded
+        answer when the operation had already committed."""
+        key = call.key
+        evs = list(events)
+        batch.events = [(e.scope_key, e.encode()) for e in evs]
+        batch.event_keys = [e.node.key if "fact_seq" in e.data else None for e in evs]
+        batch.op, batch.op_result, batch.attempt = key, encode_outcome(result), uuid.uuid4().hex[:16]
+        try:
+            seqs = self.store.commit(batch)
+        except AlreadyApplied as done:
+            return decode_outcome(done.record.result)
+        except StoreUnavailable as exc:
+            self._in_doubt[key] = _InDoubt(batch.attempt, evs, apply)
+            raise OutcomeUnknown(exc.backend, exc.detail, call.op or "") from None
+        self._applied(evs, seqs, apply)
+        return result
+
+    def _applied(self, events: list[Event], seqs: Sequence[int], apply: Callable[[], None]) -> None:
+        apply()
+        for event, seq in zip(events, seqs, strict=False):
+            event.seq = seq
+        if events and self.on_events is not None:
+            with contextlib.suppress(Exception):  # live push is best effort; the log has the events
+                self.on_events(list(events))
+
+    def _settle(self, *, strict: bool = True) -> None:
+        """Decide every commit attempt in doubt: adopt it if the store applied it, else
+        fence it off. ``strict``: raise StoreUnavailable while the store cannot tell."""
+        for key, pending in list(self._in_doubt.items()):
+            try:
+                record = self.store.resolve(key, pending.attempt)
+            except StoreUnavailable:
+                if strict:
+                    raise
+                return
+            del self._in_doubt[key]
+            if record is not None:
+                self._applied(pending.events, record.seqs, pending.apply)
