@@ -33,6 +33,7 @@ from memorybus.errors import (
     InvalidRequest,
     MemoryBusError,
     MemoryNotFound,
+    PartialWrite,
     ScopeViolation,
 )
 from memorybus.model import MemoryKind, MemoryNode, MemoryStatus
@@ -216,33 +217,55 @@ class MemoryBus(BusClientMixin, SubscriptionClientMixin, MaintenanceClientMixin,
             raise InvalidRequest("items", "duplicate ids")
         if not nodes:
             return []
+        handles = self._shard_handles()
         chunk = self.config.ingest_chunk
-        results: dict[str, MemoryNode] = {}
-        window: list[list[Any]] = []
-        sent: list[list[list[str]]] = []  # ids per call: a deduplicated write returns another id
+        # one call per (chunk, shard); each chunk is one operation, recorded by each shard for its part
+        calls: list[tuple[int, int, list[int]]] = []  # (chunk start, shard, item indexes)
         for start in range(0, len(nodes), chunk):
-            part = nodes[start : start + chunk]
-            texts = embedding_texts(part, self.config.ranking.contextual_text)  # no date stamp in vectors
-            vectors = self._embedder().encode.remote(texts)
             by_shard: dict[int, list[int]] = {}
-            for row, node in enumerate(part):
-                by_shard.setdefault(self.router.shard_for(node.scope.key), []).append(row)
-            handles = self._shard_handles()
-            call_op = f"{op}/{start // chunk}"  # one operation per chunk (each shard records its part)
-            window.append(
-                [
-                    handles[s].put_many.remote(context, [part[r] for r in rows], vectors, rows, call_op)
-                    for s, rows in by_shard.items()
-                ]
+            for i in range(start, min(start + chunk, len(nodes))):
+                by_shard.setdefault(self.router.shard_for(nodes[i].scope.key), []).append(i)
+            calls += [(start, s, idx) for s, idx in by_shard.items()]
+        chosen = [i for i, item in enumerate(items) if isinstance(item, MemoryNode) or
+                  (isinstance(item, dict) and item.get("id") is not None)]
+        if len(calls) > 1 and chosen:
+            # every part is checked before any shard writes: a caller-chosen id taken by
+            # another memory fails the whole call with nothing written
+            per_shard: dict[int, list[MemoryNode]] = {}
+            for i in chosen:
+                per_shard.setdefault(self.router.shard_for(nodes[i].scope.key), []).append(nodes[i])
+            yield [handles[s].check_puts.remote(context, part) for s, part in per_shard.items()]
+        stored: list[MemoryNode | None] = [None] * len(nodes)
+        errors: dict[int, BaseException] = {}
+        vectors: dict[int, Any] = {}
+        window: list[tuple[list[tuple[int, int, list[int]]], Settled]] = []
+        for n, (start, s, idx) in enumerate(calls):
+            if start not in vectors:
+                part = nodes[start : start + chunk]
+                texts = embedding_texts(part, self.config.ranking.contextual_text)  # no date stamp in vectors
+                vectors = {start: self._embedder().encode.remote(texts)}
+            ref = handles[s].put_many.remote(
+                context, [nodes[i] for i in idx], vectors[start], [i - start for i in idx], f"{op}/{start // chunk}"
             )
-            sent.append([[part[r].id for r in rows] for rows in by_shard.values()])
-            if len(window) >= 4:
-                for stored, asked in zip((yield window.pop(0)), sent.pop(0), strict=True):
-                    results.update(zip(asked, stored, strict=True))
-        for refs, asked_per_call in zip(window, sent, strict=True):
-            for stored, asked in zip((yield refs), asked_per_call, strict=True):
-                results.update(zip(asked, stored, strict=True))
-        return [results[i] for i in ids]
+            if not window or window[-1][0][0][0] != start:
+                window.append(([], Settled([])))
+            window[-1][0].append((start, s, idx))
+            window[-1][1].refs.append(ref)
+            last = n == len(calls) - 1
+            while window and (len(window) > 4 or last):
+                sent, refs = window.pop(0)
+                for (_, _, asked), answer in zip(sent, (yield refs), strict=True):
+                    for i, node in zip(asked, answer if isinstance(answer, list) else [answer] * len(asked),
+                                       strict=True):
+                        if isinstance(node, BaseException):
+                            errors[i] = node
+                        else:
+                            stored[i] = node
+        if not errors:
+            return [n for n in stored if n is not None]
+        if all(n is None for n in stored):
+            raise errors[min(errors)]  # nothing was stored (an OutcomeUnknown says it may have been)
+        raise PartialWrite(op, stored, errors)
 
     def remember(self, content: str, context: Context, *, op_id: str | None = None, **fields: Any) -> MemoryNode:
         """Store one memory; returns it as stored (version 1).

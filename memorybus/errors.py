@@ -139,6 +139,26 @@ class OutcomeUnknown(StoreUnavailable):
                 f"retry with op_id={self.op_id!r} to learn its outcome")
 
 
+class PartialWrite(MemoryBusError):  # noqa: N818 - public API name
+    """A write spread over several shards was applied in part: after every part had
+    passed its checks, some shard failed. ``stored[i]`` is item ``i`` as stored, or None
+    where its part failed; ``errors`` maps those items' indexes to their part's error.
+    Calling again with ``op_id=err.op_id`` answers the stored part from its records
+    and writes only what failed (no copies)."""
+
+    def __init__(self, op_id: str, stored: list[Any], errors: dict[int, BaseException]) -> None:
+        super().__init__(op_id, stored, errors)
+        self.op_id = op_id
+        self.stored = stored
+        self.errors = errors
+
+    def __str__(self) -> str:
+        done = sum(x is not None for x in self.stored)
+        first = self.errors[min(self.errors)] if self.errors else None
+        return (f"partial write: {done} of {len(self.stored)} items stored, {len(self.errors)} failed "
+                f"(first: {first}); retry with op_id={self.op_id!r} to finish")
+
+
 class IndexUnavailable(MemoryBusError):  # noqa: N818 - public API name
     """A derived index (vector index) failed; it can be rebuilt from the store."""
 

@@ -154,6 +154,9 @@ class ShardActor:
     ) -> list[MemoryNode]:
         return self._s().put_many(context, nodes, vectors, rows, op=op)
 
+    def check_puts(self, context: Context, nodes: list[MemoryNode]) -> int:
+        return self._s().check_puts(context, nodes)
+
     def update(
         self,
         context: Context,

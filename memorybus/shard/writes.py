@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 
 from memorybus.bus.conflicts import is_contradiction
-from memorybus.errors import InvalidRequest, MemoryNotFound, VersionConflict
+from memorybus.errors import InvalidMemory, InvalidRequest, MemoryNotFound, VersionConflict
 from memorybus.events import Event, EventKind
 from memorybus.model import MemoryKind, MemoryNode, MemoryStatus, evolve
 from memorybus.scopes import Context
@@ -200,6 +200,29 @@ class WritesMixin(_ShardState):
                 self._remember_local(u)
 
         return self._commit_op(call, WriteBatch(puts=fresh, updates=list(updates.values())), events, out, apply)
+
+    def check_puts(self, context: Context, nodes: Sequence[MemoryNode]) -> int:
+        """Check, writing nothing, that :meth:`put_many` would accept ``nodes`` as far
+        as their ids go: each is new here or already stored with the same record.
+        Raises what put_many would (VersionConflict, InvalidMemory, ScopeViolation);
+        returns how many are new. The client runs it on every shard of a batch
+        before any shard writes."""
+        context = self._check_context(context)
+        new = 0
+        for given in nodes:
+            if not isinstance(given, MemoryNode):
+                raise InvalidMemory("node", f"must be a MemoryNode, got {type(given).__name__}")
+            if given.version != 0:
+                raise InvalidMemory("version", "a new memory must have version 0")
+            node = self._validate(given).stamped(self.clock.now())
+            self._visible(node, context, "write")
+            existing = self._nodes.get(node.id)
+            if existing is None:
+                new += 1
+            elif not existing.content_equal(evolve(node, created_at=existing.created_at,
+                                                   valid_from=existing.valid_from)):
+                raise VersionConflict(node.id, 0, existing.version)
+        return new
 
     def _remember_local(self, node: MemoryNode) -> None:
         """Mirror a committed node in the cache and the content-hash map."""

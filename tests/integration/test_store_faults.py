@@ -44,3 +44,66 @@ def test_write_timed_out_on_a_hung_redis_is_adopted_never_hidden_nor_duplicated(
         assert bus.count() == 2 and raw.scard(f"mb:{{{ns}:shard-0}}:all") == 2
     finally:
         bus.shutdown()
+
+
+@pytest.fixture(scope="module")
+def sqlite_bus(ray_local, tmp_path_factory):
+    """An embedded bus whose SQLite stores give up on a lock after 1 s."""
+    data = tmp_path_factory.mktemp("faults")
+    bus = mb.connect(Config.embedded(data, num_shards=2, namespace=f"faults_{uuid.uuid4().hex[:6]}",
+                                     store_timeout=1.0))
+    bus.data_dir = data
+    yield bus
+    bus.shutdown()
+
+
+def split_context(bus):
+    """A context whose user scope and org scope live on different shards."""
+    for _ in range(100):
+        ctx = Context(f"org{uuid.uuid4().hex[:8]}", "u1")
+        user, org = (bus.router.shard_for(ctx.resolve_scope(s).key) for s in ("user", "org"))
+        if user != org:
+            return ctx, user, org
+    raise AssertionError("no split found")
+
+
+def visible(bus, ctx):
+    return {n.id: n.content for n in bus.list_memories(ctx, limit=1000).memories}
+
+
+def test_remember_many_across_shards_checks_every_part_before_any_shard_writes(sqlite_bus):
+    bus = sqlite_bus
+    ctx, _, _ = split_context(bus)
+    taken = bus.remember("the user's original note", ctx, scope="user")
+    before = visible(bus, ctx)
+    with pytest.raises(mb.VersionConflict):
+        bus.remember_many([{"content": f"org note {i}", "scope": "org"} for i in range(3)]
+                          + [{"content": "another text under a taken id", "scope": "user", "id": taken.id}], ctx)
+    assert visible(bus, ctx) == before  # the org shard's part was not written either
+
+
+def test_remember_many_reports_per_item_when_a_shard_fails_after_the_checks(sqlite_bus):
+    """One shard's store is locked by another process: its part fails after 1 s, the
+    other shard's part commits. The caller learns exactly which items are stored, and
+    a retry with the operation id finishes the batch without a copy."""
+    import sqlite3
+
+    bus = sqlite_bus
+    ctx, user_shard, _ = split_context(bus)
+    items = [{"content": f"user note {i} about the roadmap", "scope": "user"} for i in range(3)]
+    items += [{"content": f"org note {i} about the budget", "scope": "org"} for i in range(3)]
+    lock = sqlite3.connect(bus.data_dir / f"shard-{user_shard}" / "records.sqlite", isolation_level=None)
+    lock.execute("BEGIN IMMEDIATE")  # another process holds the write lock
+    try:
+        with pytest.raises(mb.PartialWrite) as exc:
+            bus.remember_many(items, ctx)
+    finally:
+        lock.execute("ROLLBACK")
+        lock.close()
+    err = exc.value
+    assert [n is not None for n in err.stored] == [False] * 3 + [True] * 3
+    assert sorted(err.errors) == [0, 1, 2] and all(isinstance(e, mb.StoreUnavailable) for e in err.errors.values())
+    assert sorted(visible(bus, ctx).values()) == sorted(f"org note {i} about the budget" for i in range(3))
+    done = bus.remember_many(items, ctx, op_id=err.op_id)
+    assert [n.id for n in done[3:]] == [n.id for n in err.stored[3:]]  # the stored part answers from its record
+    assert sorted(visible(bus, ctx).values()) == sorted(i["content"] for i in items)

@@ -13,6 +13,7 @@ CASES = [
     E.ScopeViolation("read"),
     E.StoreUnavailable("redis", "connection refused"),
     E.OutcomeUnknown("redis", "Timeout reading from socket", "op-17"),
+    E.PartialWrite("op-3", [None, "stored"], {0: E.StoreUnavailable("sqlite", "database is locked")}),
     E.IndexUnavailable("qdrant-edge", "broken"),
     E.EmbeddingError("bad shape"),
     E.MemoryBusError("plain"),
