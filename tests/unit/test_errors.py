@@ -13,7 +13,7 @@ CASES = [
     E.ScopeViolation("read"),
     E.StoreUnavailable("redis", "connection refused"),
     E.OutcomeUnknown("redis", "Timeout reading from socket", "op-17"),
-    E.PartialWrite("op-3", [None, "stored"], {0: E.StoreUnavailable("sqlite", "database is locked")}),
+    E.PartialWrite("op-3", [None, "stored"], {}),
     E.IndexUnavailable("qdrant-edge", "broken"),
     E.EmbeddingError("bad shape"),
     E.MemoryBusError("plain"),
@@ -36,3 +36,10 @@ def test_hierarchy():
     assert (v.key, v.expected, v.actual) == ("k", 1, 2)
     assert "expected version 1" in str(v) and "found 2" in str(v)
     assert "confidence" in str(E.InvalidMemory("confidence", "x"))
+
+
+def test_partial_write_round_trip_keeps_per_item_errors():
+    err = E.PartialWrite("op-3", [None, "stored"], {0: E.StoreUnavailable("sqlite", "database is locked")})
+    back = pickle.loads(pickle.dumps(err))
+    assert str(back) == str(err) and back.op_id == "op-3" and back.stored == [None, "stored"]
+    assert type(back.errors[0]) is E.StoreUnavailable and str(back.errors[0]) == str(err.errors[0])
