@@ -184,6 +184,11 @@ def summary(result: dict[str, Any]) -> str:
                  f"duplicate assertions {i['duplicate_fact_assertions']}, unaccounted memories "
                  f"{i['unaccounted_memories']}; events committed {i['events_committed']}, delivered "
                  f"{i['events_delivered']}")
+    runs = {k: [m for m in result["maintenance"] if m["kind"] == k] for k in ("decay", "consolidation")}
+    archived = sum(m["counts"].get("archived", 0) for m in runs["decay"] if m["ok"])
+    lines.append(f"maintenance  decay {len(runs['decay'])} runs ({archived} archived), consolidation "
+                 f"{len(runs['consolidation'])} runs ({i['consolidation_summaries']} summaries); failed runs "
+                 f"{sum(not m['ok'] for m in result['maintenance'])}")
     lines.append("")
     lines.append(f"{'latency (ms)':<16}{'p50':>9}{'p95':>9}{'p99':>9}{'n':>7}{'errors':>8}")
     for op, v in result["latency_ms"].items():
