@@ -91,11 +91,13 @@ def build(run: Run, phase_seconds: float, audits: dict[str, Any], delivery: dict
     never = len(asked_versions - set(run.grader.first_correct))
     conflicts: dict[str, dict[str, Any]] = {}
     for c in run.conflicts.values():
-        tally = conflicts.setdefault(c["strategy"], {"contested": 0, "won": 0})
-        tally["contested"] += 1
+        tally = conflicts.setdefault(c["strategy"], {"resolved": 0, "won": 0, "contested": 0, "contested_won": 0})
+        tally["resolved"] += 1
         tally["won"] += int(c["won"])
+        tally["contested"] += int(c["contested"])
+        tally["contested_won"] += int(c["contested"] and c["won"])
     for tally in conflicts.values():
-        tally["rate"] = round(tally["won"] / tally["contested"], 3)
+        tally["rate"] = round(tally["won"] / tally["resolved"], 3)
     return {
         "config": asdict(run.config),
         "run": {"id": run.run_id, "seconds": round(phase_seconds, 2), "steps": len(run.series),
@@ -175,8 +177,9 @@ def summary(result: dict[str, Any]) -> str:
         f"never {a['never']} of {a['n'] + a['never']})",
         f"           event delivery: p50 {_f(d['p50_ms'], 1)} ms / p99 {_f(d['p99_ms'], 1)} ms; "
         f"to every subscriber p50 {_f(e['p50_ms'], 1)} ms / p99 {_f(e['p99_ms'], 1)} ms",
-        "conflicts  won by the true value: " + (", ".join(
-            f"{k} {v['won']}/{v['contested']}" for k, v in sorted(result["conflicts"].items())) or "none contested"),
+        "conflicts  true value is the resolved one: " + (", ".join(
+            f"{k} {v['won']}/{v['resolved']} (asserted both truly and wrongly: {v['contested_won']}/{v['contested']})"
+            for k, v in sorted(result["conflicts"].items())) or "no fact written"),
     ]
     i = result["integrity"]
     lines.append(f"integrity  lost acknowledged writes {i['lost_acknowledged_writes']}, "

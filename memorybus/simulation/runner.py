@@ -94,26 +94,43 @@ class Run:
                 rows += self.grader.grade(step, day, ans.at, q, t, ans)
         return rows
 
-    def check_conflicts(self, bus: MemoryBus, day: float) -> None:
-        """For every fact version that is current and was asserted both truly and
-        wrongly, does the bus's resolved value equal the truth?"""
-        contested: dict[tuple[str, int], set[bool]] = {}
+    def check_conflicts(self, bus: MemoryBus, day: float, acks: list[Ack]) -> None:
+        """After a step's writes: for every fact written to in the step whose current
+        world value was asserted, is the value the bus resolved (``current_fact``) the
+        true one? A fact's head only moves when it is written to, so the last judgement
+        of a version stands. ``contested``: the version was asserted both truly and
+        wrongly; otherwise the bus chose between the previous value and a new one."""
+        seen: dict[tuple[str, int], set[bool]] = {}
         for a in self.planner.assertions.values():
             if a.acked:
-                contested.setdefault((a.key, a.version), set()).add(a.correct)
-        for (key, version), kinds in contested.items():
+                seen.setdefault((a.key, a.version), set()).add(a.correct)
+        todo = []
+        for key in {self.planner.assertions[a.write].key for a in acks if a.write in self.planner.assertions}:
             current = self.world.version_at(key, day)
-            if len(kinds) < 2 or current is None or current.version != version:
+            if current is not None and (key, current.version) in seen:
+                todo.append((key, current))
+
+        async def read(key: str) -> Any:
+            spec = self.world.facts[key]
+            try:
+                return await asyncio.wait_for(bus.current_fact_async(key, Context(spec.org, spec.user),
+                                                                     scope=spec.level), 30)
+            except Exception as exc:  # a fault in progress: judged after a later write
+                return exc
+
+        async def read_all() -> list[Any]:
+            return list(await asyncio.gather(*(read(key) for key, _ in todo)))
+
+        for (key, current), node in zip(todo, asyncio.run(read_all()) if todo else [], strict=True):
+            if isinstance(node, BaseException):
                 continue
             spec = self.world.facts[key]
-            ctx = Context(spec.org, spec.user)
-            try:
-                node = bus.current_fact(key, ctx, scope=spec.level)
-            except Exception:  # a fault in progress: judged at a later step
-                continue
             truth = Truth(-1, "", 0, spec.category, current.value, spec.markers)
-            self.conflicts[(key, version)] = {"strategy": spec.strategy, "category": spec.category,
-                                              "won": node is not None and states(node.content, truth)}
+            self.conflicts[(key, current.version)] = {
+                "strategy": spec.strategy, "category": spec.category,
+                "contested": len(seen[(key, current.version)]) > 1,
+                "won": node is not None and states(node.content, truth),
+            }
 
 
 def _maintain(bus: MemoryBus, day: float, records: list[dict[str, Any]]) -> None:
@@ -198,7 +215,7 @@ def _steps(run: Run, bus: MemoryBus, handles: list[Any], faults: list[chaos.Faul
             injector.inject(fault, day, run.steps_started)
         results = fleet.collect(refs, step_timeout)
         rows = run.absorb(step, day, results)
-        run.check_conflicts(bus, day + config.step_days)
+        run.check_conflicts(bus, day + config.step_days, [a for r in results for a in r.acks])
         lat = [x for r in results for x in r.latencies]
         elapsed = max(1e-6, time.time() - t0)
         point = report.step_point(step, day, time.time() - run.steps_started, elapsed, rows, lat)

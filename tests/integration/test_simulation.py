@@ -54,6 +54,8 @@ def test_the_readme_command_runs_a_small_seeded_simulation_and_loses_nothing(tmp
     result = json.loads((out / "simulation.json").read_text())
     assert result["run"]["steps"] == 10 and result["config"]["seed"] == 11
     _assert_integrity(result)
+    resolved = result["conflicts"].values()
+    assert sum(c["resolved"] for c in resolved) > 0 and all(0 <= c["won"] <= c["resolved"] for c in resolved)
     bus, alone = _accuracy(result, "recall"), _accuracy(result, "no_bus")
     assert bus > alone + 0.25, (bus, alone)
     assert _accuracy(result, "current_fact") > alone
