@@ -75,6 +75,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="override a RankingWeights field, e.g. --weight context_mix=0 --weight contextual_text=true",
     )
     ev.add_argument("--no-progress", action="store_true", help="no progress bars")
+    ev.add_argument(
+        "--no-index-path",
+        action="store_true",
+        help="LoCoMo: skip the second run whose shards search the vector index instead of the exact RAM path",
+    )
     ev.set_defaults(func=cmd_eval)
     from memorybus import mcp_cli
 
@@ -114,7 +119,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
         convs = [c for c in (args.conversations or "").split(",") if c] or None
         result = runner.run_locomo(
             args.data, args.out, conversations=convs, shards=args.shards, ranking=weights,
-            show_progress=not args.no_progress,
+            show_progress=not args.no_progress, index_path=not args.no_index_path,
         )  # fmt: skip
         print(runner.summary_locomo(result))
     else:

@@ -34,11 +34,11 @@ from memorybus.errors import (
     MemoryBusError,
     MemoryNotFound,
     PartialWrite,
-    ScopeViolation,
 )
+from memorybus.items import build_memory, turn_items
 from memorybus.model import MemoryKind, MemoryNode, MemoryStatus
 from memorybus.retrieval import DEFAULT_STATUSES, RecallHit, merge_hits
-from memorybus.retrieval.hybrid import RecallOptions
+from memorybus.retrieval.options import RecallOptions
 from memorybus.retrieval.structure import embedding_texts
 from memorybus.scopes import Context, Level, Router, Scope
 from memorybus.shard.ops import new_op, tag_op
@@ -46,32 +46,6 @@ from memorybus.validation import check_text
 
 if TYPE_CHECKING:
     from memorybus.embedding import Embedder
-
-_REMEMBER_FIELDS = frozenset(
-    {
-        "content",
-        "scope",
-        "kind",
-        "key",
-        "structured",
-        "confidence",
-        "importance",
-        "tags",
-        "source",
-        "source_ids",
-        "decay_rate",
-        "valid_from",
-        "valid_to",
-        "created_at",
-        "ttl",
-        "id",
-        "parents",
-        "children",
-        "related",
-        "contradicts",
-    }
-)
-
 
 class MemoryBus(BusClientMixin, SubscriptionClientMixin, MaintenanceClientMixin, ListingClientMixin):
     """A handle on the memory bus. Cheap to pickle; actors are found by name."""
@@ -128,7 +102,8 @@ class MemoryBus(BusClientMixin, SubscriptionClientMixin, MaintenanceClientMixin,
         from memorybus.embedding import shared_query_encoder
 
         try:
-            return shared_query_encoder(self.config.resolved_model_path())
+            # as many cached queries as the embedder caches texts (up to 1000): no cache, no cache here
+            return shared_query_encoder(self.config.resolved_model_path(), min(1000, self.config.embed_cache_size))
         except (MemoryBusError, OSError, ImportError):
             if self.config.query_encoder == "local":
                 raise
@@ -159,41 +134,9 @@ class MemoryBus(BusClientMixin, SubscriptionClientMixin, MaintenanceClientMixin,
 
     # --------------------------------------------------------------- building
     def _build(self, item: Any, context: Context, now: float) -> MemoryNode:
-        if isinstance(item, MemoryNode):
-            node = item
-        else:
-            if isinstance(item, str):
-                item = {"content": item}
-            if not isinstance(item, dict):
-                raise InvalidMemory("item", f"must be a str, dict or MemoryNode, got {type(item).__name__}")
-            unknown = set(item) - _REMEMBER_FIELDS
-            if unknown:
-                raise InvalidMemory("item", f"unknown fields {sorted(unknown)}")
-            fields = dict(item)
-            if "content" not in fields:
-                raise InvalidMemory("content", "is required")
-            scope = context.resolve_scope(fields.pop("scope", None))
-            ttl = fields.pop("ttl", None)
-            if ttl is not None:
-                if isinstance(ttl, bool) or not isinstance(ttl, int | float) or not ttl > 0:
-                    raise InvalidMemory("ttl", "must be a positive number of seconds")
-                fields["expires_at"] = now + float(ttl)
-            for name in ("tags", "source_ids", "parents", "children", "related", "contradicts"):
-                if name in fields and isinstance(fields[name], list):
-                    fields[name] = tuple(fields[name])
-            if fields.get("structured") is None:
-                fields.pop("structured", None)
-            node = MemoryNode(scope=scope, **fields)
-        if node.embedding is not None:
-            raise InvalidMemory("embedding", "is computed by the bus; do not pass one")
         cfg = self.config
-        node = node.stamped(now).validate(max_content_chars=cfg.max_content_chars, max_tags=cfg.max_tags,
-                                          max_structured_bytes=cfg.max_structured_bytes)
-        if node.version != 0:
-            raise InvalidMemory("version", "a new memory must have version 0")
-        if not node.scope.visible_to(context):
-            raise ScopeViolation("write")
-        return node
+        return build_memory(item, context, now, max_content_chars=cfg.max_content_chars, max_tags=cfg.max_tags,
+                            max_structured_bytes=cfg.max_structured_bytes)  # fmt: skip
 
     # ----------------------------------------------------------------- remember
     def _remember_many_op(
@@ -270,6 +213,12 @@ class MemoryBus(BusClientMixin, SubscriptionClientMixin, MaintenanceClientMixin,
     def remember(self, content: str, context: Context, *, op_id: str | None = None, **fields: Any) -> MemoryNode:
         """Store one memory; returns it as stored (version 1).
 
+        ``fields`` are MemoryNode fields (``scope`` as a level name such as
+        ``"user"``, ``kind``, ``importance``, ``tags``, ``valid_from``, ``ttl``
+        seconds, ...), including the optional conversation fields ``thread``,
+        ``position`` and ``speaker``. ``source`` defaults to ``agent:<name>`` of
+        the context's agent, so every hit says who wrote it.
+
         ``op_id``: this write's operation id (default: a fresh one). Calling again with
         the same id (a retry after an error such as OutcomeUnknown) returns the first
         call's outcome instead of writing again."""
@@ -291,6 +240,39 @@ class MemoryBus(BusClientMixin, SubscriptionClientMixin, MaintenanceClientMixin,
     ) -> list[MemoryNode]:
         return await runtime.run_async(self._remember_many_op(items, context, op_id))
 
+    def remember_turns(
+        self,
+        turns: Sequence[Any],
+        context: Context,
+        *,
+        thread: str,
+        start: int = 0,
+        op_id: str | None = None,
+        **fields: Any,
+    ) -> list[MemoryNode]:
+        """Store the turns of one conversation thread, in order (one episodic memory each).
+
+        A turn is its text, a ``(speaker, text)`` pair, or a dict of remember fields
+        (``content`` and e.g. ``speaker``, ``valid_from``). Turn ``i`` gets
+        ``thread`` and ``position = start + i`` unless it names its own;
+        ``fields`` (e.g. ``scope="user"``, ``valid_from``) apply to every turn.
+        Validated and stored like :meth:`remember_many` (``op_id`` as there).
+        """
+        return runtime.run_sync(self._remember_many_op(turn_items(turns, thread, start, fields), context, op_id))
+
+    async def remember_turns_async(
+        self,
+        turns: Sequence[Any],
+        context: Context,
+        *,
+        thread: str,
+        start: int = 0,
+        op_id: str | None = None,
+        **fields: Any,
+    ) -> list[MemoryNode]:
+        op = self._remember_many_op(turn_items(turns, thread, start, fields), context, op_id)
+        return await runtime.run_async(op)
+
     # ------------------------------------------------------------------- recall
     def _recall_op(
         self,
@@ -301,9 +283,11 @@ class MemoryBus(BusClientMixin, SubscriptionClientMixin, MaintenanceClientMixin,
         statuses: Sequence[MemoryStatus | str] | None,
         include_archived: bool,
         include_deprecated: bool,
+        *,
         as_of: float | None = None,
         start: float | None = None,
         end: float | None = None,
+        min_relevance: float | None = None,
         options: RecallOptions | None = None,
         blocking: bool = False,
     ) -> Op[list[RecallHit]]:
@@ -330,6 +314,7 @@ class MemoryBus(BusClientMixin, SubscriptionClientMixin, MaintenanceClientMixin,
             as_of=opts.as_of if as_of is None else as_of,
             start=opts.start if start is None else start,
             end=opts.end if end is None else end,
+            min_relevance=opts.min_relevance if min_relevance is None else min_relevance,
         ).validate()
         handles = self._shard_handles()
         owners = self._owners(context)
@@ -341,7 +326,7 @@ class MemoryBus(BusClientMixin, SubscriptionClientMixin, MaintenanceClientMixin,
         request = (context, k, kind_list or None, status_list, query, opts)
         refs = [handles[i].recall.remote(request, vector) for i in owners]
         groups = yield refs
-        return merge_hits(groups, k, self.config.ranking)
+        return merge_hits(groups, k)
 
     def recall(
         self,
@@ -356,24 +341,32 @@ class MemoryBus(BusClientMixin, SubscriptionClientMixin, MaintenanceClientMixin,
         as_of: float | None = None,
         start: float | None = None,
         end: float | None = None,
+        min_relevance: float | None = None,
         options: RecallOptions | None = None,
     ) -> list[RecallHit]:
         """The ``k`` memories visible to ``context`` that best answer ``query``.
 
         Hybrid recall in every shard that owns a visible scope (dense + keyword,
-        session, speaker and time aware; see :mod:`memorybus.retrieval.hybrid`),
+        thread, speaker and time aware; see :mod:`memorybus.retrieval.ranking`),
         merged by score. Deprecated (superseded) and archived memories are
         excluded unless asked for; ``as_of`` (epoch seconds) recalls the state
         valid at that time; ``start``/``end`` keep memories whose event time
         (``valid_from``) is in ``[start, end)``. ``options``
-        (:class:`~memorybus.retrieval.RecallOptions`) adds session neighbours and
+        (:class:`~memorybus.retrieval.RecallOptions`) adds thread neighbours and
         relation-linked memories after the ``k`` hits, sets the reference time of
         relative expressions ("last week"), or makes the recall read-only
         (``touch=False``).
+
+        Each hit's ``relevance`` (0..1) says how well it matches the query and
+        its ``score`` (0..1) orders the hits (see
+        :class:`~memorybus.retrieval.RecallHit`). Memories whose relevance is
+        below ``min_relevance`` (default ``config.ranking.min_relevance``) are
+        not returned: a query nothing answers returns ``[]``.
         """
         op = self._recall_op(
-            query, context, k, kinds, statuses, include_archived, include_deprecated, as_of, start, end, options, True
-        )
+            query, context, k, kinds, statuses, include_archived, include_deprecated, as_of=as_of, start=start,
+            end=end, min_relevance=min_relevance, options=options, blocking=True,
+        )  # fmt: skip
         return runtime.run_sync(op)
 
     async def recall_async(
@@ -389,13 +382,14 @@ class MemoryBus(BusClientMixin, SubscriptionClientMixin, MaintenanceClientMixin,
         as_of: float | None = None,
         start: float | None = None,
         end: float | None = None,
+        min_relevance: float | None = None,
         options: RecallOptions | None = None,
     ) -> list[RecallHit]:
-        return await runtime.run_async(
-            self._recall_op(
-                query, context, k, kinds, statuses, include_archived, include_deprecated, as_of, start, end, options
-            )
-        )
+        op = self._recall_op(
+            query, context, k, kinds, statuses, include_archived, include_deprecated, as_of=as_of, start=start,
+            end=end, min_relevance=min_relevance, options=options,
+        )  # fmt: skip
+        return await runtime.run_async(op)
 
     # ---------------------------------------------------------- prompt context
     def _context_for_op(
@@ -405,11 +399,15 @@ class MemoryBus(BusClientMixin, SubscriptionClientMixin, MaintenanceClientMixin,
         token_budget: int,
         k: int,
         options: RecallOptions | None,
+        min_relevance: float | None = None,
         blocking: bool = False,
     ) -> Op[ContextBlock]:
         if isinstance(token_budget, bool) or not isinstance(token_budget, int) or token_budget < 1:
             raise InvalidRequest("token_budget", "must be a positive int")
-        recall = self._recall_op(query, context, k, None, None, False, False, None, None, None, options, blocking)
+        recall = self._recall_op(
+            query, context, k, None, None, False, False, min_relevance=min_relevance, options=options,
+            blocking=blocking,
+        )  # fmt: skip
         hits = yield from recall
         owners = self._owners(context)
         handles = self._shard_handles()
@@ -434,16 +432,22 @@ class MemoryBus(BusClientMixin, SubscriptionClientMixin, MaintenanceClientMixin,
         token_budget: int = 1000,
         *,
         k: int = 20,
+        min_relevance: float | None = None,
         options: RecallOptions | None = None,
     ) -> ContextBlock:
         """A prompt-ready block for ``query``: core memory (memories tagged ``pinned`` or
         ``core``, most important first), then the recalled memories grouped by
-        session and dated. Its text never exceeds ``token_budget`` tokens of the
-        embedding model's tokenizer; what did not fit is listed in ``dropped``.
-        ``options`` as for :meth:`recall` (e.g. ``RecallOptions(neighbors=1)``
-        to bring the turns around each hit).
+        thread (or session) and dated. Recalled memories pass the same relevance
+        floor as :meth:`recall` (``min_relevance``, default
+        ``config.ranking.min_relevance``): a query nothing answers adds none. Its
+        text never exceeds ``token_budget`` tokens of the embedding model's
+        tokenizer; what did not fit is listed in ``dropped``. ``options`` as for
+        :meth:`recall` (e.g. ``RecallOptions(neighbors=1)`` to bring the turns
+        around each hit).
         """
-        return runtime.run_sync(self._context_for_op(query, context, token_budget, k, options, blocking=True))
+        return runtime.run_sync(
+            self._context_for_op(query, context, token_budget, k, options, min_relevance, blocking=True)
+        )
 
     async def context_for_async(
         self,
@@ -452,9 +456,10 @@ class MemoryBus(BusClientMixin, SubscriptionClientMixin, MaintenanceClientMixin,
         token_budget: int = 1000,
         *,
         k: int = 20,
+        min_relevance: float | None = None,
         options: RecallOptions | None = None,
     ) -> ContextBlock:
-        return await runtime.run_async(self._context_for_op(query, context, token_budget, k, options))
+        return await runtime.run_async(self._context_for_op(query, context, token_budget, k, options, min_relevance))
 
     # ---------------------------------------------------- get / update / forget
     def _owners(self, context: Context) -> list[int]:
@@ -599,9 +604,9 @@ class MemoryBus(BusClientMixin, SubscriptionClientMixin, MaintenanceClientMixin,
 
     def shutdown(self) -> None:
         """Close the stores cleanly and kill this bus's actors (the data stays in the
-        store; subscription cursors are flushed first)."""
-        # close stores cleanly first: cursors written, SQLite WAL checkpointed into the
-        # main files, so the data directory's *.sqlite files alone are a full copy
+        store; pending access statistics and subscription cursors are written first)."""
+        # close stores cleanly first: access statistics and cursors written, SQLite WAL
+        # checkpointed into the main files, so the data directory's *.sqlite files alone are a full copy
         closing = [h.close.remote() for h in (self._shards or []) + (self._hubs or [])]
         for ref in closing:
             with contextlib.suppress(Exception):

@@ -2,6 +2,11 @@
 
 An envelope is ``{"v": SCHEMA_VERSION, "t": <type>, "d": <payload>}``. Decoding
 rejects unknown schema versions and types rather than guessing.
+
+Schema versions: 1, the original node record; 2 adds the optional conversation
+fields ``thread``, ``position`` and ``speaker`` (a version-1 record reads with
+them unset). Records are written at the newest version and read at any
+version in :data:`READABLE_VERSIONS`.
 """
 
 from __future__ import annotations
@@ -15,7 +20,9 @@ from memorybus.errors import InvalidMemory
 from memorybus.model import MemoryKind, MemoryNode, MemoryStatus
 from memorybus.scopes import Scope
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+#: the envelope versions this code reads
+READABLE_VERSIONS = (1, 2)
 NODE = "node"
 
 
@@ -28,8 +35,8 @@ def _unpack(blob: bytes, kind: str) -> dict[str, Any]:
         env = msgpack.unpackb(blob, raw=False, strict_map_key=True)
     except Exception as exc:
         raise InvalidMemory("envelope", f"not a msgpack envelope: {exc}") from None
-    if not isinstance(env, dict) or env.get("v") != SCHEMA_VERSION or env.get("t") != kind:
-        raise InvalidMemory("envelope", f"expected {kind!r} schema {SCHEMA_VERSION}, got {env!r:.80}")
+    if not isinstance(env, dict) or env.get("v") not in READABLE_VERSIONS or env.get("t") != kind:
+        raise InvalidMemory("envelope", f"expected {kind!r} schema {READABLE_VERSIONS}, got {env!r:.80}")
     payload = env["d"]
     if not isinstance(payload, dict):
         raise InvalidMemory("envelope", "payload is not a map")
@@ -65,6 +72,9 @@ def node_to_dict(node: MemoryNode, *, with_embedding: bool = True) -> dict[str, 
         "source_ids": list(node.source_ids),
         "tags": list(node.tags),
         "fact_seq": node.fact_seq,
+        "thread": node.thread,
+        "position": node.position,
+        "speaker": node.speaker,
     }
 
 
@@ -98,6 +108,9 @@ def node_from_dict(d: dict[str, Any]) -> MemoryNode:
             source_ids=tuple(d["source_ids"]),
             tags=tuple(d["tags"]),
             fact_seq=d.get("fact_seq", 0),
+            thread=d.get("thread"),  # schema 2; unset in version-1 records
+            position=d.get("position"),
+            speaker=d.get("speaker"),
         )
     except (KeyError, TypeError, ValueError) as exc:
         raise InvalidMemory("envelope", f"malformed node record: {exc!r}") from None

@@ -7,6 +7,7 @@ Nothing here is read at import time: build a :class:`Config` (or use
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field, fields, replace
@@ -16,61 +17,124 @@ from memorybus.errors import ConfigError
 from memorybus.maintenance import ConsolidationPolicy, DecayPolicy
 
 
+def resolve_hook(value: Any, name: str) -> Callable[..., Any] | None:
+    """A pluggable callable given as itself or as an import path ``"package.module:attr"``
+    (``"package.module.attr"`` also works). None stays None. Raises ConfigError when
+    the path does not import or does not name a callable."""
+    if value is None or callable(value):
+        return value
+    if not isinstance(value, str) or not value.strip():
+        raise ConfigError(name, "must be a callable, an import path 'package.module:function', or None")
+    module_name, sep, attr = value.partition(":")
+    if not sep:
+        module_name, _, attr = value.rpartition(".")
+    try:
+        import importlib
+
+        target: Any = importlib.import_module(module_name)
+        for part in attr.split("."):
+            target = getattr(target, part)
+    except (ImportError, AttributeError, ValueError) as exc:
+        raise ConfigError(name, f"cannot import {value!r}: {exc}") from None
+    if not callable(target):
+        raise ConfigError(name, f"{value!r} is not callable")
+    return target
+
+
+def _w(default: Any, provenance: str) -> Any:
+    """A ranking default and where its value comes from (``RankingWeights.provenance()``)."""
+    return field(default=default, metadata={"provenance": provenance})
+
+
+_TUNED = "tuned on the dev files (LoCoMo dev, structured mode) with benchmarks/tune_recall.py"
+
+
 @dataclass(frozen=True, slots=True)
 class RankingWeights:
-    """Weights of hybrid recall (see :mod:`memorybus.retrieval.hybrid`).
+    """How recall ranks (see :mod:`memorybus.retrieval.ranking`), grouped by signal.
 
-    Query relevance of a candidate (dense and keyword candidates of the shard):
+    **Relevance** (0..1, the gate): how well a memory matches the query.
+    ``dense = clip((cosine - dense_zero) / (dense_full - dense_zero))``;
+    ``keyword_share`` = the share of the query's BM25 weight the memory matches
+    (``bm25 / sum of the query terms' idf``, at most 1); ``content = 1 - (1 -
+    dense) * (1 - keyword * keyword_share)``. A turn of a declared thread is read
+    in its context: ``relevance = 1 - (1 - content) * (1 - neighbor * best
+    content of its thread neighbours)``. A memory below ``min_relevance`` is not
+    returned (``recall(min_relevance=...)`` changes that per call), and no
+    other signal can lift it above a memory at or over it.
 
-    ``relevance = dense * dense_norm + keyword * bm25_norm``
-    ``          + source_match * [the query names the memory's speaker/source]``
-    ``          + neighbor * best relevance of its session neighbours``
-    ``          + session * (best relevance in its session``
-    ``                       + session_centroid * scaled cosine of the session's centroid)``
-    ``          + graph * link score of a fact (non-episodic) in the shard's temporal graph``
-    ``          + time_match * closeness of its event time to a time the query names``
+    **Structure and salience** reorder the relevant memories: the thread's own
+    relevance (its best member, and its centroid), the speaker or source the
+    query names, the time it names, links in the shard's knowledge graph, then
+    salience, recency, importance and confidence. With ``lift = thread *
+    thread_rel + speaker * named + time * time_match + graph * link``::
 
-    (``dense_norm = max(0, 1 - (best_cosine - cosine) / dense_span)``; ``bm25_norm``:
-    BM25 over the best BM25). Then the rerank by what the shard knows of the memory:
+        base = (relevance + lift) * (1 - salience + salience * salience_norm)
+               + recency * recency_norm + importance * importance_norm + confidence * confidence
+        top = 1 + thread + speaker + time + graph + recency + importance + confidence
+        score = min_relevance + (1 - min_relevance) * base / top   (relevant)
+        score = relevance                                          (below the floor)
 
-    ``score = relevance * (1 - w_salience + w_salience * salience_norm)``
-    ``        + w_recency * recency + w_importance * importance_norm + w_confidence * confidence``
-
-    ``context_mix``: contextual embeddings of episodic memories (a memory's vector
-    plus this share of its session predecessor's; 0 turns it off; no extra model
-    work). ``contextual_text``: also embed the predecessor's text with the memory
-    (more model work per memory; off by default). ``hybrid=False``: dense only.
-    Candidates: the top ``dense_candidates`` by cosine (exact over the shard's
-    vector cache when the visible memories number at most ``exact_dense_limit``,
-    else from the vector index) and ``keyword_candidates`` by BM25 (``bm25_k1``,
-    ``bm25_b``), plus the session neighbours of the best ``neighbor_candidates``.
+    so every score is in 0..1 and a relevant memory always outranks an
+    irrelevant one. ``RankingWeights.provenance()`` says where each default
+    comes from.
     """
 
-    salience: float = 0.15
-    recency: float = 0.05
-    importance: float = 0.05
-    confidence: float = 0.05
-    recency_half_life_days: float = 30.0
-    candidate_multiplier: int = 4
-    hybrid: bool = True
-    dense: float = 1.0
-    keyword: float = 0.45
-    source_match: float = 0.35
-    neighbor: float = 0.15
-    session: float = 0.35
-    session_centroid: float = 0.5
-    graph: float = 0.3
-    time_match: float = 0.4
-    time_slack_days: float = 10.0
-    dense_span: float = 0.75
-    dense_candidates: int = 100
-    exact_dense_limit: int = 2000
-    neighbor_candidates: int = 30
-    keyword_candidates: int = 100
-    context_mix: float = 0.35
-    contextual_text: bool = False
-    bm25_k1: float = 1.2
-    bm25_b: float = 0.75
+    # -- relevance: the gate ---------------------------------------------------------
+    dense_zero: float = _w(0.12, "measured: median cosine of a LoCoMo dev question with the turns of the other dev "
+                           "conversations (0.118; tune_recall.py --calibrate): unrelated text sits at or below it")
+    dense_full: float = _w(1.0, f"{_TUNED}: 0.75 saturated near-duplicates into ties; 1.0 keeps their order")
+    keyword: float = _w(1.0, f"{_TUNED}: LoCoMo R@10 rose with it (0.6 -> 0.8 -> 1.0), the cap of the scale")
+    neighbor: float = _w(0.5, f"{_TUNED}: grid 0.3/0.5/0.7 (within 0.005 of each other)")
+    min_relevance: float = _w(0.15, "measured: a cosine of 0.252 on the dense scale, between the 5th percentile of "
+                              "dev question/gold-turn cosines (0.246) and the 90th of other-conversation pairs "
+                              "(0.251); tune_recall.py --calibrate; costs <0.002 LoCoMo R@10")
+    # -- structure: reorders relevant memories ----------------------------------------
+    thread: float = _w(0.7, f"{_TUNED}: grid 0.35/0.5/0.7/1.0")
+    thread_centroid: float = _w(0.6, f"{_TUNED}: grid 0/0.3/0.5/0.6/1.0")
+    speaker: float = _w(0.2, f"{_TUNED}: grid 0/0.1/0.15/0.2/0.35/0.5 (0 lost 0.02 R@10)")
+    time: float = _w(0.4, f"{_TUNED}: grid 0.2/0.4/0.7")
+    time_slack_days: float = _w(10.0, "design choice, not tuned: a memory ten days off a named time no longer matches")
+    graph: float = _w(0.3, "design choice, not tuned: the dev files hold conversation turns, which the graph "
+                      "signal leaves to the thread structure")
+    # -- salience and the rest of the rerank -------------------------------------------
+    salience: float = _w(0.15, "design choice, not tuned: the dev files carry no access history")
+    recency: float = _w(0.05, "design choice, not tuned: the dev files give no signal on write age")
+    recency_half_life_days: float = _w(30.0, "design choice: a month")
+    importance: float = _w(0.05, "design choice, not tuned: the dev files carry no importance")
+    confidence: float = _w(0.05, "design choice, not tuned: the dev files carry no confidence")
+    # -- candidates ---------------------------------------------------------------------
+    hybrid: bool = _w(True, "design choice: dense + keyword + structure; False = calibrated cosine only")
+    candidate_multiplier: int = _w(4, "design choice: at least 4 x k dense candidates")
+    dense_candidates: int = _w(100, f"{_TUNED}: 200 did not change R@10")
+    keyword_candidates: int = _w(100, f"{_TUNED}: 200 did not change R@10")
+    neighbor_candidates: int = _w(30, "design choice: the thread neighbours of the best 30 join the candidates")
+    time_candidates: int = _w(50, f"{_TUNED}: 0 -> 50 added 0.003 R@10; a named time holding more is too broad")
+    exact_dense_limit: int = _w(2000, "design choice kept from earlier work: exact search over a few thousand "
+                                "cached vectors costs less than an index round trip")
+    # -- the keyword index and the vectors ----------------------------------------------
+    bm25_k1: float = _w(1.2, "the Okapi BM25 standard value")
+    bm25_b: float = _w(0.75, "the Okapi BM25 standard value")
+    context_mix: float = _w(0.35, f"{_TUNED}: grid 0/0.2/0.35/0.5/0.7")
+    contextual_text: bool = _w(False, "design choice: no extra model work by default")
+
+    def __post_init__(self) -> None:
+        if not 0.0 <= self.dense_zero < self.dense_full <= 1.0:
+            raise ConfigError("ranking.dense_zero", "must satisfy 0 <= dense_zero < dense_full <= 1")
+        if not 0.0 <= self.min_relevance < 1.0:
+            raise ConfigError("ranking.min_relevance", "must be in [0, 1)")
+        for name in ("keyword", "neighbor", "thread_centroid"):
+            if not 0.0 <= getattr(self, name) <= 1.0:
+                raise ConfigError(f"ranking.{name}", "weighs evidence on the 0..1 scale: must be in [0, 1]")
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if isinstance(value, float) and (math.isnan(value) or value < 0):
+                raise ConfigError(f"ranking.{f.name}", "must be a number >= 0")
+
+    @classmethod
+    def provenance(cls) -> dict[str, str]:
+        """Where each default comes from."""
+        return {f.name: f.metadata["provenance"] for f in fields(cls)}
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,8 +180,9 @@ class BusPolicy:
     replay_page: int = 1000
     callback_backoff_seconds: float = 0.1
     #: decides whether two similar memories contradict (e.g. an LLM call): True, False,
-    #: or None for the default rule (negation or different numbers); must pickle
-    judge: Callable[[Any, Any], bool | None] | None = None
+    #: or None for the default rule (negation or different numbers). A callable that
+    #: pickles, or its import path ``"package.module:function"`` (see :func:`resolve_hook`)
+    judge: Callable[[Any, Any], bool | None] | str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -193,6 +258,8 @@ class Config:
     op_retention_seconds: float = 86400.0
 
     def __post_init__(self) -> None:
+        resolve_hook(self.bus.judge, "bus.judge")  # a bad import path fails here, not in a shard
+        resolve_hook(self.consolidation.summarizer, "consolidation.summarizer")
         if self.bus.strategy not in ("confidence_weighted", "recency", "authority"):
             raise ConfigError("bus.strategy", f"unknown strategy {self.bus.strategy!r}")
         if min(self.bus.partitions, self.bus.subscriber_queue, self.bus.max_cas_retries, self.bus.replay_page) < 1:

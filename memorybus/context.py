@@ -58,14 +58,19 @@ def _day(ts: float) -> str:
     return f"{d.day} {d:%B %Y}"
 
 
+def _thread_label(node: MemoryNode) -> str | None:
+    """The conversation a memory belongs to: its declared thread, else its scope's session."""
+    return node.thread or node.scope.session or None
+
+
 def _group_of(node: MemoryNode) -> str:
-    session = node.scope.session or node.structured.get("session")
-    return f"s:{node.scope.key}#{session}" if session else f"d:{_day(node.valid_from)}"
+    thread = _thread_label(node)
+    return f"s:{node.scope.key}#{thread}" if thread else f"d:{_day(node.valid_from)}"
 
 
 def _header(node: MemoryNode) -> str:
-    session = node.scope.session or node.structured.get("session")
-    label = f" ({session})" if session else ""
+    thread = _thread_label(node)
+    label = f" ({thread})" if thread else ""
     return f"### {_day(node.valid_from)}{label}"
 
 
@@ -111,6 +116,7 @@ class ContextBuilder:
                 dropped.append(Dropped(node.id, "core", "budget", counts[_line(node)]))
         kept: list[RecallHit] = []
         groups: set[str] = set()
+        full = False
         for hit in self.hits:
             group = _group_of(hit.node)
             need = cost(_line(hit.node))
@@ -118,7 +124,9 @@ class ContextBuilder:
                 need += cost(_header(hit.node))
             if not kept:
                 need += cost(RECALLED_HEADER)
-            if used + need <= self.budget:
+            # better hits first: once one does not fit, no worse one takes its place
+            full = full or used + need > self.budget
+            if not full:
                 kept.append(hit)
                 groups.add(group)
                 used += need

@@ -181,17 +181,19 @@ _SHARED: dict[str, Embedder] = {}
 _SHARED_LOCK = threading.Lock()
 
 
-def shared_query_encoder(model_path: str) -> Embedder:
+def shared_query_encoder(model_path: str, cache_size: int = 1000) -> Embedder:
     """This process's query encoder for ``model_path``, loaded on first use.
 
-    Every client in the process shares it. It keeps the process's torch thread
-    setting (the caller's process is not one memorybus placed), and a small
-    cache: repeated queries are not encoded twice.
+    Every client in the process with the same cache size shares it. It keeps the
+    process's torch thread setting (the caller's process is not one memorybus
+    placed), and a small cache of ``cache_size`` queries (0: none): repeated
+    queries are not encoded twice.
     """
+    key = f"{model_path}\x00{cache_size}"
     with _SHARED_LOCK:
-        encoder = _SHARED.get(model_path)
+        encoder = _SHARED.get(key)
         if encoder is None:
-            encoder = _SHARED[model_path] = Embedder(model_path, threads=None, cache_size=1000)
+            encoder = _SHARED[key] = Embedder(model_path, threads=None, cache_size=cache_size)
         return encoder
 
 

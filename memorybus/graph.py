@@ -371,8 +371,8 @@ def default_extractor(node: MemoryNode) -> list[TripleLike]:
     Explicit triples: ``structured["triples"]`` (a list of ``[s, p, o]`` or of
     mappings with ``subject``/``predicate``/``object`` and optional
     ``valid_from``/``valid_to``/``confidence``) and a top-level
-    ``structured`` ``subject``/``predicate``/``object``. A string
-    ``structured["speaker"]`` is who "I" is in the content.
+    ``structured`` ``subject``/``predicate``/``object``. The declared
+    ``speaker`` of the memory is who "I" is in the content.
     """
     st = node.structured
     out: list[TripleLike] = []
@@ -381,8 +381,7 @@ def default_extractor(node: MemoryNode) -> list[TripleLike]:
         out.extend(item for item in raw if isinstance(item, Mapping | list | tuple))
     if all(isinstance(st.get(k), str) for k in ("subject", "predicate", "object")):
         out.append({k: st[k] for k in ("subject", "predicate", "object")})
-    speaker = st.get("speaker")
-    out.extend(extract_triples(node.content, self_name=speaker if isinstance(speaker, str) and speaker else None))
+    out.extend(extract_triples(node.content, self_name=node.speaker or None))
     return out
 
 

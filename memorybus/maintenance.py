@@ -77,6 +77,9 @@ class ConsolidationPolicy:
     - ``source_decay_factor``: consolidated sources decay this much faster.
     - ``interval_seconds``: how often the scheduled run happens.
     - ``max_candidates``: the most recent memories of a scope considered per run.
+    - ``summarizer``: turns a cluster into the text of its semantic memory (e.g. an
+      LLM call): a callable that pickles, or its import path
+      ``"package.module:function"``; None: the extractive summary.
     """
 
     similarity: float = 0.75
@@ -87,6 +90,7 @@ class ConsolidationPolicy:
     interval_seconds: float = 3600.0
     key_phrases: int = 5
     max_candidates: int = 2000
+    summarizer: Callable[[Sequence[MemoryNode]], str] | str | None = None
 
 
 #: turns a cluster of memories into the text of one semantic memory (e.g. an LLM call)

@@ -54,7 +54,16 @@ class MemoryNode:
     """One memory.
 
     ``version`` is bumped by every write of the node's content or metadata and is
-    the basis of compare-and-set. ``access_count`` and ``last_accessed`` are
+    the basis of compare-and-set.
+
+    Conversation structure is optional and declared: ``thread`` (the conversation,
+    or one session of it, the memory belongs to), ``position`` (its turn index in
+    the thread; needs ``thread``) and ``speaker`` (a person's name or an agent id
+    such as ``agent:planner``). Recall orders a thread by ``(valid_from,
+    position, created_at, id)``, lets a turn inherit part of its neighbours'
+    relevance and matches speakers named in a query; a memory without them is
+    ranked on its content, time and epistemic fields alone. Nothing is ever
+    inferred from ``structured``. ``access_count`` and ``last_accessed`` are
     access statistics: they are stored beside the node but are not versioned
     (recall does not conflict with writers).
     """
@@ -86,6 +95,13 @@ class MemoryNode:
     tags: tuple[str, ...] = ()
     #: position of this node in the history of its keyed fact (0: not written as a fact)
     fact_seq: int = 0
+    # conversation structure (optional, declared by the writer, never inferred):
+    #: the conversation thread (or session of a conversation) the memory belongs to
+    thread: str | None = None
+    #: its position in the thread (turn index); orders turns that share an event time
+    position: int | None = None
+    #: who said or wrote it: a person's name or an agent id such as ``agent:planner``
+    speaker: str | None = None
 
     # ------------------------------------------------------------------ helpers
     def stamped(self, now: float | None = None) -> MemoryNode:
@@ -201,6 +217,7 @@ class MemoryNode:
             raise InvalidMemory("key", "contains a lone surrogate (not valid Unicode text)")
         if not isinstance(node.source, str) or not is_text(node.source):
             raise InvalidMemory("source", "must be a string of valid Unicode text")
+        _check_conversation(node)
         if not isinstance(node.structured, dict):
             raise InvalidMemory("structured", "must be a dict")
         _check_structured(node.structured)
@@ -269,6 +286,28 @@ def evolve(obj: Any, **changes: Any) -> Any:
     for name, value in changes.items():
         setattr(node, name, value)
     return node
+
+
+#: longest thread id and speaker accepted
+MAX_THREAD_CHARS = 512
+MAX_SPEAKER_CHARS = 256
+
+
+def _check_conversation(node: MemoryNode) -> None:
+    for name, limit in (("thread", MAX_THREAD_CHARS), ("speaker", MAX_SPEAKER_CHARS)):
+        value = getattr(node, name)
+        if value is None:
+            continue
+        if not isinstance(value, str) or not value.strip() or not is_text(value):
+            raise InvalidMemory(name, "must be a non-empty string of valid Unicode text, or None")
+        if len(value) > limit or "\x00" in value:
+            raise InvalidMemory(name, f"longer than {limit} characters or contains NUL")
+    pos = node.position
+    if pos is not None:
+        if isinstance(pos, bool) or not isinstance(pos, int) or not 0 <= pos < 2**53:
+            raise InvalidMemory("position", "must be an int >= 0 or None")
+        if node.thread is None:
+            raise InvalidMemory("position", "needs a thread")
 
 
 def _check_number(name: str, value: object, lo: float, hi: float) -> None:

@@ -19,7 +19,7 @@ import ray
 from ray.util import metrics
 
 from memorybus.clock import Clock, SystemClock
-from memorybus.config import Config
+from memorybus.config import Config, resolve_hook
 from memorybus.maintenance import Cluster, ConsolidationPolicy, DecayPolicy, RunStatus, extractive_summary
 from memorybus.model import MemoryNode
 from memorybus.scopes import shard_name
@@ -112,7 +112,8 @@ class DecayActor(_Scheduled):
 class ConsolidationActor(_Scheduled):
     """Clusters recent episodic memories per scope into semantic memories.
 
-    ``summarizer`` (e.g. an LLM call) turns a cluster into text; the default is
+    ``summarizer`` (e.g. an LLM call) turns a cluster into text: this argument,
+    else ``config.consolidation.summarizer`` (a callable or an import path), else
     the extractive summary. Summaries are embedded by the bus's embedder, outside
     any transaction; each cluster is applied in one atomic, idempotent commit.
     """
@@ -129,7 +130,7 @@ class ConsolidationActor(_Scheduled):
         super().__init__(config, clock)
         self.policy = policy or config.consolidation
         self.interval = self.policy.interval_seconds
-        self.summarizer = summarizer
+        self.summarizer = summarizer or resolve_hook(self.policy.summarizer, "consolidation.summarizer")
 
     def _embedder(self) -> Any:
         ns = self.config.namespace

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -15,7 +16,7 @@ from memorybus.events import Event, EventFilter
 from memorybus.maintenance import Cluster, ConsolidationPolicy, DecayPolicy
 from memorybus.model import MemoryKind, MemoryNode, MemoryStatus
 from memorybus.retrieval import RecallHit
-from memorybus.retrieval.hybrid import RecallOptions
+from memorybus.retrieval.options import RecallOptions
 from memorybus.scopes import Context, Scope
 from memorybus.shard import FactResult, Shard
 from memorybus.storage.factory import open_shard
@@ -38,6 +39,7 @@ class ShardActor:
         self._hubs: dict[int, Any] = {}
         self._shard: Shard | None = None
         self._open_lock = threading.Lock()
+        self._start_touch_timer()
 
     def _s(self) -> Shard:
         """The open shard; opened on first use and again after :meth:`close`."""
@@ -56,6 +58,36 @@ class ShardActor:
             shard, self._shard = self._shard, None
             if shard is not None:
                 shard.close()
+
+    def _start_touch_timer(self) -> None:
+        """Access statistics reach the store within ``touch_flush_seconds`` even when no
+        further recall comes: a timer thread checks at a quarter of that period and, when
+        a write is due, queues a ``flush`` call on this actor (so it runs between calls,
+        never beside one: the shard is single-threaded). A closed shard is left closed."""
+        period = self.config.touch_flush_seconds
+        if period <= 0:
+            return
+        import ray
+
+        me = ray.get_runtime_context().current_actor
+
+        def tick() -> None:
+            queued: Any = None
+            while True:
+                time.sleep(period / 4)
+                if queued is not None:
+                    ready, _ = ray.wait([queued], timeout=0)
+                    if not ready:
+                        continue  # the last flush has not run yet
+                    queued = None
+                try:
+                    shard = self._shard
+                    if shard is not None and shard.touches_due():
+                        queued = me.flush_touches.remote()
+                except Exception:
+                    queued = None
+
+        threading.Thread(target=tick, name="touch-flush", daemon=True).start()
 
     def _hub(self, partition: int) -> Any:
         hub = self._hubs.get(partition)
@@ -220,6 +252,12 @@ class ShardActor:
 
     def flush(self) -> int:
         return self._s().flush()
+
+    def flush_touches(self) -> int:
+        """The timer's flush: writes pending access statistics of an open shard (a
+        closed one has flushed them and stays closed)."""
+        shard = self._shard
+        return 0 if shard is None else shard.flush()
 
     def count(self) -> int:
         return self._s().count()

@@ -1,10 +1,15 @@
 """The baselines measured in the same run as memorybus, on identical memories.
 
-- ``bm25``: Okapi BM25 (k1=1.2, b=0.75) over lower-cased word tokens (no
-  stemming, no stop words), as in common BM25 packages;
-- ``dense``: brute-force cosine over the raw model's embeddings of the memory
-  texts (what mem0's open-source library returns without an LLM);
-- ``rrf``: reciprocal-rank fusion of the two (k=60).
+- ``bm25_en``: Okapi BM25 (k1=1.2, b=0.75) with an English analyzer — Qdrant's
+  BM25 tokenizer for English (lower case, NLTK English stop words, Snowball
+  stemmer), as a user of a search engine gets it, and the analyzer of recall's
+  own keyword index. The main keyword baseline;
+- ``bm25``: the same BM25 over plain lower-cased word tokens (no stemming, no
+  stop words), as in common BM25 packages;
+- ``dense``: brute-force cosine over the model's embeddings of the memory texts,
+  from the same encoder path as the bus (what mem0's open-source library
+  returns without an LLM);
+- ``rrf``: reciprocal-rank fusion (k=60) of ``bm25_en`` and ``dense``.
 """
 
 from __future__ import annotations
@@ -12,28 +17,45 @@ from __future__ import annotations
 import math
 import re
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Hashable, Sequence
 
 import numpy as np
 
+from memorybus.retrieval.text import tokens
+
 _TOKEN = re.compile(r"\w+")
 
-METHODS = ("bm25", "dense", "rrf")
+#: every baseline, the main ones first
+BASELINES = ("bm25_en", "bm25", "dense", "rrf")
+METHODS = BASELINES
 
 
 def plain_tokens(text: str) -> list[str]:
     return _TOKEN.findall(text.lower())
 
 
-class BM25:
-    """Okapi BM25 over a fixed corpus of documents."""
+def english_tokens(text: str) -> list[str]:
+    """Qdrant's English analyzer (NLTK English stop words dropped, Snowball stems), as token
+    ids, each repeated by its count in ``text`` (the analyzer recall's keyword index uses)."""
+    return tokens(text)
 
-    def __init__(self, docs: Sequence[str], k1: float = 1.2, b: float = 0.75) -> None:
+
+class BM25:
+    """Okapi BM25 over a fixed corpus of documents, with a pluggable analyzer."""
+
+    def __init__(
+        self,
+        docs: Sequence[str],
+        k1: float = 1.2,
+        b: float = 0.75,
+        analyzer: Callable[[str], Sequence[Hashable]] = plain_tokens,
+    ) -> None:
         self.k1, self.b = k1, b
-        self.tfs = [Counter(plain_tokens(d)) for d in docs]
+        self.analyzer = analyzer
+        self.tfs = [Counter(analyzer(d)) for d in docs]
         self.lens = np.array([sum(tf.values()) for tf in self.tfs], dtype=np.float64)
         self.avgdl = float(self.lens.mean()) if len(docs) else 1.0
-        df: Counter[str] = Counter()
+        df: Counter[Hashable] = Counter()
         for tf in self.tfs:
             df.update(tf.keys())
         n = len(docs)
@@ -42,7 +64,7 @@ class BM25:
     def scores(self, query: str) -> np.ndarray:
         out = np.zeros(len(self.tfs))
         norm = self.k1 * (1 - self.b + self.b * self.lens / max(self.avgdl, 1e-9))
-        for term in set(plain_tokens(query)):
+        for term in set(self.analyzer(query)):
             idf = self.idf.get(term)
             if idf is None:
                 continue
@@ -64,8 +86,17 @@ def rrf(*rankings: Sequence[int], k: int = 60) -> list[int]:
     return sorted(fused, key=lambda i: (-fused[i], i))
 
 
-def rank_all(query: str, query_vec: np.ndarray, bm25: BM25, doc_vecs: np.ndarray) -> dict[str, list[int]]:
-    """Every baseline's full ranking of the corpus for one query."""
-    by_bm25 = order(bm25.scores(query))
-    by_dense = order(doc_vecs @ query_vec)
-    return {"bm25": by_bm25, "dense": by_dense, "rrf": rrf(by_bm25, by_dense)}
+class Corpus:
+    """One corpus (texts and their vectors) ranked by every baseline."""
+
+    def __init__(self, texts: Sequence[str], vectors: np.ndarray) -> None:
+        self.bm25_en = BM25(texts, analyzer=english_tokens)
+        self.bm25 = BM25(texts)
+        self.vectors = np.asarray(vectors, dtype=np.float32)
+
+    def rank_all(self, query: str, query_vec: np.ndarray) -> dict[str, list[int]]:
+        """Every baseline's full ranking of the corpus for one query."""
+        by_en = order(self.bm25_en.scores(query))
+        by_dense = order(self.vectors @ np.asarray(query_vec, dtype=np.float32))
+        return {"bm25_en": by_en, "bm25": order(self.bm25.scores(query)), "dense": by_dense,
+                "rrf": rrf(by_en, by_dense)}  # fmt: skip

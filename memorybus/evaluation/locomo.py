@@ -1,11 +1,13 @@
 """The LoCoMo retrieval protocol: loading, gold normalisation, one memory per turn.
 
 One memory per turn, scoped to its conversation, with the text
-``(<session date>) <speaker> said, "<text>"`` plus `` [shares <caption>]`` when
-the turn has an image caption. The session date is also the memory's event
-time (``valid_from`` and ``created_at``); the session and turn index go to
-``structured`` and the speaker to ``source``. Query = the question; gold = its
-evidence ids, normalised (``D8:6; D9:17`` is two ids, ``D:11:26`` is
+``<speaker>: <text>`` plus `` [shares <caption>]`` when the turn has an image
+caption; the session date is the memory's event time (``valid_from`` and
+``created_at``). Two modes: *structured* stores each session through the
+public ``remember_turns`` with its declared conversation fields (thread =
+conversation and session, position = turn index, speaker); *plain* stores the
+same texts and times with no conversation fields at all. Query = the question;
+gold = its evidence ids, normalised (``D8:6; D9:17`` is two ids, ``D:11:26`` is
 ``D11:26``, ``D30:05`` is ``D30:5``), ids that do not exist dropped, questions
 left with no gold skipped.
 """
@@ -15,10 +17,17 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from memorybus.retrieval.timeparse import parse_datetime
+
+def parse_date(text: str) -> float | None:
+    """The dataset's own session date format, ``1:56 pm on 8 May, 2023`` (UTC), or None."""
+    try:
+        return datetime.strptime(text.strip(), "%I:%M %p on %d %B, %Y").replace(tzinfo=UTC).timestamp()
+    except (ValueError, AttributeError):
+        return None
 
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop", 5: "adversarial"}
 OVERALL = (1, 2, 3, 4)
@@ -38,7 +47,7 @@ class Turn:
     @property
     def content(self) -> str:
         shares = f" [shares {self.caption}]" if self.caption else ""
-        return f'({self.date}) {self.speaker} said, "{self.text}"{shares}'
+        return f"{self.speaker}: {self.text}{shares}"
 
 
 @dataclass(slots=True)
@@ -81,7 +90,7 @@ def load(path: str | Path) -> list[Conversation]:
         sessions = sorted(int(k.split("_")[1]) for k in c if re.fullmatch(r"session_\d+", k))
         for s in sessions:
             date = c[f"session_{s}_date_time"]
-            when = parse_datetime(date)
+            when = parse_date(date)
             if when is None:
                 raise ValueError(f"{conv.sample_id}: cannot parse session date {date!r}")
             for i, t in enumerate(c[f"session_{s}"]):
@@ -98,14 +107,21 @@ def load(path: str | Path) -> list[Conversation]:
     return convs
 
 
-def memory_item(turn: Turn) -> dict[str, Any]:
-    """The ``remember_many`` item of one turn."""
-    return {
-        "content": turn.content,
-        "scope": "user",
-        "kind": "episodic",
-        "valid_from": turn.when,
-        "created_at": turn.when,
-        "source": turn.speaker,
-        "structured": {"session": f"session_{turn.session}", "turn": turn.index, "dia_id": turn.dia_id},
-    }
+MODES = ("structured", "plain")
+
+
+def memory_item(conv: Conversation, turn: Turn, mode: str) -> dict[str, Any]:
+    """The ``remember_many`` item of one turn.
+
+    Both modes: the text and the session date as event time. Structured adds the
+    declared conversation fields: ``thread`` (conversation and session),
+    ``position`` (turn index) and ``speaker``.
+    """
+    if mode not in MODES:
+        raise ValueError(f"unknown mode {mode!r}")
+    item: dict[str, Any] = {"content": turn.content, "scope": "user", "kind": "episodic", "valid_from": turn.when,
+                            "created_at": turn.when}  # fmt: skip
+    if mode == "structured":
+        item |= {"thread": f"{conv.sample_id}/session_{turn.session}", "position": turn.index,
+                 "speaker": turn.speaker}  # fmt: skip
+    return item

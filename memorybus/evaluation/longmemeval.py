@@ -5,20 +5,29 @@ question's answer sessions; questions with no user-side evidence (no user turn
 marked ``has_answer`` in an answer session) are skipped. Metrics:
 recall_any@k, recall_all@k and NDCG@k for k = 5, 10.
 
-In memorybus each user turn is one episodic memory of its session (scoped to
-the question's haystack), dated with the session date; a turn longer than
-``MAX_CHARS`` is split into chunks of the same session. Sessions are ranked by
-their best recalled memory.
+In memorybus each user turn is one episodic memory (scoped to the question's
+haystack), dated with the session date; a turn longer than ``MAX_CHARS`` is
+split into chunks. Two modes: *structured* stores each session through the
+public ``remember_turns`` (thread = the session, position = chunk index,
+speaker = ``user``); *plain* stores the same texts and times with no
+conversation fields. Sessions are ranked by their best recalled memory.
 """
 
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from memorybus.retrieval.timeparse import parse_datetime
+
+def parse_date(text: str) -> float | None:
+    """The dataset's own date format, ``2023/05/20 (Sat) 07:47`` (UTC), or None."""
+    try:
+        return datetime.strptime(text.strip(), "%Y/%m/%d (%a) %H:%M").replace(tzinfo=UTC).timestamp()
+    except (ValueError, AttributeError):
+        return None
 
 MAX_CHARS = 2000
 
@@ -71,7 +80,7 @@ def load(path: str | Path) -> tuple[list[Item], int]:
         for sid, date, turns in zip(
             q["haystack_session_ids"], q["haystack_dates"], q["haystack_sessions"], strict=True
         ):
-            when = parse_datetime(date)
+            when = parse_date(date)
             if when is None:
                 raise ValueError(f"{q['question_id']}: cannot parse {date!r}")
             users = [t["content"] for t in turns if t["role"] == "user" and t["content"].strip()]
@@ -81,29 +90,34 @@ def load(path: str | Path) -> tuple[list[Item], int]:
         if not user_gold:
             skipped += 1
             continue
-        qdate = parse_datetime(q["question_date"]) or max(s.when for s in sessions)
+        qdate = parse_date(q["question_date"]) or max(s.when for s in sessions)
         items.append(
             Item(q["question_id"], q["question_type"], q["question"], qdate, list(q["answer_session_ids"]), sessions)
         )
     return items, skipped
 
 
-def memory_items(session: Session) -> list[dict[str, Any]]:
-    """The ``remember_many`` items of one session's user turns."""
+def texts(session: Session) -> list[str]:
+    """The memory texts of one session: its user turns, long ones in chunks."""
+    return [chunk for text in session.user_turns for chunk in _chunks(text)]
+
+
+def items(item: Item, mode: str) -> tuple[list[dict[str, Any]], list[str]]:
+    """The ``remember_many`` items of the question's haystack and the session id of each.
+
+    Structured: each with its declared conversation fields (``thread`` = the
+    session, ``position``, ``speaker="user"``); plain: text and event time only.
+    """
+    if mode not in ("structured", "plain"):
+        raise ValueError(f"unknown mode {mode!r}")
     out: list[dict[str, Any]] = []
-    turn = 0
-    for text in session.user_turns:
-        for chunk in _chunks(text):
-            out.append(
-                {
-                    "content": chunk,
-                    "scope": "user",
-                    "kind": "episodic",
-                    "valid_from": session.when,
-                    "created_at": session.when,
-                    "source": "user",
-                    "structured": {"session": session.session_id, "turn": turn},
-                }
-            )
-            turn += 1
-    return out
+    session_ids: list[str] = []
+    for s in item.sessions:
+        for i, t in enumerate(texts(s)):
+            m: dict[str, Any] = {"content": t, "scope": "user", "kind": "episodic", "valid_from": s.when,
+                                 "created_at": s.when}  # fmt: skip
+            if mode == "structured":
+                m |= {"thread": s.session_id, "position": i, "speaker": "user"}
+            out.append(m)
+            session_ids.append(s.session_id)
+    return out, session_ids

@@ -1,24 +1,29 @@
 """Evaluation runs through the real bus (Ray actors, SQLite + Qdrant Edge, the embedder).
 
-Each run measures, in one process and on identical memories:
+Each run measures, in one process and on identical memory texts:
 
-1. ingest: per conversation, the raw model (in this process, 2 torch threads)
-   encodes the texts the bus embeds, then ``remember_many`` stores them through
-   the bus (one embedder with 2 threads): memories/s of each;
-2. queries: per question, the raw model's encode + brute-force top 10 over the
-   raw vectors, then ``recall`` through the bus (read-only: ``touch=False``, so
-   one question's recall does not change the next one's salience): p50/p95 of
-   each. Pairing every raw timing with its bus timing keeps the ratios honest
-   on a shared machine;
-3. the baselines (BM25, dense brute force over the raw vectors of the memories'
-   text, RRF) on the same memories;
+1. recall quality in two modes (:data:`MODES`): *structured* (each turn stored
+   with its declared thread, position and speaker) and *plain* (the same texts
+   and event times, no conversation fields), each in its own org of the same
+   bus; LoCoMo also runs a second bus whose shards always search the vector
+   index (``exact_dense_limit=0``) instead of the exact in-RAM path, and
+   reports both (labels ``memorybus_<mode>`` and ``memorybus_<mode>_index``);
+2. the baselines (:mod:`memorybus.evaluation.baselines`: English BM25, plain
+   BM25, dense brute force with the bus's vectors, RRF) on the same texts;
+3. speed against the raw model (:mod:`memorybus.evaluation.raw`), every raw
+   timing paired with its bus timing under the same load: the raw model encodes
+   a conversation's texts right before the bus ingests them, and encodes each
+   question and brute-forces the conversation's vectors (exactly what the bus
+   may return for it) right before the bus recalls it. The bus's embedder
+   cache is off (``embed_cache_size=0``) so both modes do the model work.
+   Recall is read-only (``touch=False``) so questions do not change each
+   other's salience.
 
-and writes ``<dataset>.json`` and ``<dataset>_recall.png`` into the output dir.
+Writes ``<dataset>.json`` and ``<dataset>_recall.png`` into the output dir.
 """
 
 from __future__ import annotations
 
-import gc
 import os
 import platform
 import shutil
@@ -34,66 +39,23 @@ import numpy as np
 
 from memorybus.config import Config, RankingWeights
 from memorybus.evaluation import locomo, longmemeval
-from memorybus.evaluation.baselines import BM25, METHODS, rank_all
+from memorybus.evaluation.baselines import BASELINES, Corpus
 from memorybus.evaluation.metrics import dedupe, hit_at, mean, ndcg_at, recall_all_at, recall_at
+from memorybus.evaluation.raw import RawModel, percentiles
 from memorybus.evaluation.report import log, plot_by_category, progress, write_json
 
 KS = (1, 5, 10)
-RAW_BATCH = 32
-#: texts per raw ``encode`` call: SentenceTransformer sorts a call's texts by length
-#: before cutting model batches, as a user encoding a corpus in one call gets
-RAW_CALL = 1024
+MODES = ("structured", "plain")
 WARMUP = 5
 
 
-def _percentiles(seconds: Sequence[float]) -> dict[str, float]:
-    arr = np.asarray(seconds, dtype=np.float64) * 1000.0
-    if not len(arr):
-        return {}
-    return {"p50": float(np.percentile(arr, 50)), "p95": float(np.percentile(arr, 95)), "mean": float(arr.mean())}
-
-
-# ------------------------------------------------------------------- raw model
-class RawModel:
-    """The model in this process, as a user without memorybus would run it."""
-
-    def __init__(self, model_path: str, threads: int = 2) -> None:
-        from memorybus.embedding import Embedder
-
-        self.embedder = Embedder(model_path, threads=threads, batch_size=RAW_BATCH, cache_size=0, lean=False)
-        self.embedder.encode(["warm up the model"] * 4)
-
-    def encode_all(self, texts: Sequence[str], desc: str, show: bool) -> tuple[np.ndarray, float]:
-        out = np.empty((len(texts), self.embedder.dim), dtype=np.float32)
-        t0 = time.perf_counter()
-        for start in progress(range(0, len(texts), RAW_CALL), desc, (len(texts) + RAW_CALL - 1) // RAW_CALL, show):
-            out[start : start + RAW_CALL] = self.embedder.encode(list(texts[start : start + RAW_CALL]))
-        return out, len(texts) / max(1e-9, time.perf_counter() - t0)
-
-    def query(self, text: str, docs: np.ndarray, k: int = 10) -> tuple[np.ndarray, float]:
-        """Encode one query and brute-force its top ``k``; (query vector, seconds)."""
-        t0 = time.perf_counter()
-        vec = self.embedder.encode([text])[0]
-        scores = docs @ vec
-        kk = min(k, len(scores))
-        top = np.argpartition(-scores, kk - 1)[:kk]
-        top[np.argsort(-scores[top])]
-        return vec, time.perf_counter() - t0
-
-    def close(self) -> None:
-        del self.embedder
-        gc.collect()
-
-
-# --------------------------------------------------------------------- the bus
 def _connect(data_dir: str, namespace: str, shards: int, ranking: RankingWeights, threads: int = 2) -> Any:
     """The bus on this machine with the raw model's budget: one embedder with ``threads``
-    torch threads (as the raw model has), shards beside it."""
+    torch threads (as the raw model has), shards beside it, no embedding cache."""
     import memorybus
 
-    cfg = Config.embedded(
-        data_dir, num_shards=shards, namespace=namespace, ranking=ranking, embedder_num_cpus=float(threads)
-    )
+    cfg = Config.embedded(data_dir, num_shards=shards, namespace=namespace, ranking=ranking,
+                          embedder_num_cpus=float(threads), embed_cache_size=0)  # fmt: skip
     return memorybus.connect(cfg, num_cpus=threads + 1, include_dashboard=False, log_to_driver=False)
 
 
@@ -104,18 +66,22 @@ def _shutdown(bus: Any) -> None:
     runtime.shutdown()
 
 
-def _summary(per_q: list[dict[str, Any]], group_key: str, groups: dict[Any, str], overall: Sequence[Any],
+def _summary(rows: list[dict[str, Any]], key: str, groups: dict[Any, str], overall: Sequence[Any],
              metrics: Sequence[str]) -> dict[str, Any]:  # fmt: skip
     by: dict[Any, list[dict[str, Any]]] = defaultdict(list)
-    for row in per_q:
-        by[row[group_key]].append(row)
+    for row in rows:
+        by[row[key]].append(row)
     out: dict[str, Any] = {"by_category": {}}
     for g, name in groups.items():
-        rows = by.get(g, [])
-        out["by_category"][name] = {m: mean([r[m] for r in rows]) for m in metrics} | {"n": len(rows)}
-    rows = [r for g in overall for r in by.get(g, [])]
-    out["overall"] = {m: mean([r[m] for r in rows]) for m in metrics} | {"n": len(rows)}
+        sel = by.get(g, [])
+        out["by_category"][name] = {m: mean([r[m] for r in sel]) for m in metrics} | {"n": len(sel)}
+    sel = [r for g in overall for r in by.get(g, [])]
+    out["overall"] = {m: mean([r[m] for r in sel]) for m in metrics} | {"n": len(sel)}
     return out
+
+
+def _machine() -> dict[str, Any]:
+    return {"cpus": os.cpu_count(), "python": platform.python_version(), "loadavg": os.getloadavg()}
 
 
 # ---------------------------------------------------------------------- LoCoMo
@@ -127,15 +93,15 @@ def run_locomo(
     shards: int = 2,
     ranking: RankingWeights | None = None,
     show_progress: bool = True,
-    label: str = "memorybus",
+    index_path: bool = True,
 ) -> dict[str, Any]:
     """The LoCoMo protocol (see :mod:`memorybus.evaluation.locomo`); returns and writes the result."""
-    from memorybus.retrieval.hybrid import RecallOptions
+    from memorybus.items import build_memory
+    from memorybus.retrieval.options import RecallOptions
     from memorybus.retrieval.structure import embedding_texts
     from memorybus.scopes import Context
 
     ranking = ranking or RankingWeights()
-    out_dir = Path(out)
     convs = locomo.load(data)
     if conversations:
         convs = [c for c in convs if c.sample_id in set(conversations)]
@@ -144,114 +110,107 @@ def run_locomo(
     n_mem = sum(len(c.turns) for c in convs)
     n_q = sum(len(c.questions) for c in convs)
     log(f"locomo: {len(convs)} conversations, {n_mem} memories, {n_q} questions")
-    ctx_of = {c.sample_id: Context(org="locomo", user=c.sample_id) for c in convs}
-    items_of = {c.sample_id: [locomo.memory_item(t) for t in c.turns] for c in convs}
-
-    # The raw model stays loaded beside the bus, and every timing is paired: raw encode of a
-    # conversation's texts then its ingest through the bus; raw query then bus recall, one
-    # question at a time. Both sides see the same load on a shared machine.
-    from memorybus.model import MemoryNode
-
-    probe_nodes = {
-        c.sample_id: [MemoryNode(content=t.content, scope=ctx_of[c.sample_id].scope,
-                                 structured=items_of[c.sample_id][i]["structured"]) for i, t in enumerate(c.turns)]
-        for c in convs
-    }  # fmt: skip
     raw = RawModel(Config().resolved_model_path())
-    # the dense baseline's vectors: the memories' protocol text, embedded by the raw model
-    doc_vecs, raw_rate_content = raw.encode_all(
-        [t.content for c in convs for t in c.turns], "raw encode (contents)", show_progress
-    )
-    offsets: dict[str, int] = {}
-    offset = 0
-    for c in convs:
-        offsets[c.sample_id] = offset
-        offset += len(c.turns)
-    data_dir = tempfile.mkdtemp(prefix="mb-eval-")
-    per_q: dict[str, list[dict[str, Any]]] = {label: [], **{m: [] for m in METHODS}}
-    bus_lat: list[float] = []
+    doc_vecs = {c.sample_id: raw.encode_all([t.content for t in c.turns])[0] for c in convs}
+    _, st_rate = raw.encode_all([t.content for c in convs for t in c.turns], "st", "raw encode (s-t path)",
+                                show_progress)  # fmt: skip
+    paths = [("", ranking)] + ([("_index", replace(ranking, exact_dense_limit=0))] if index_path else [])
+    rows: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    speed: dict[str, Any] = {}
     raw_lat: list[float] = []
+    raw_lat_st: list[float] = []
+    raw_enc = [0.0, 0.0]  # texts, seconds (lean path, paired with each ingest)
     qvecs: dict[tuple[str, int], np.ndarray] = {}
-    raw_s = ingest_s = 0.0
     try:
-        bus = _connect(data_dir, "mb_eval_locomo", shards, ranking)
-        try:
-            bus.embed(["warm up"])
-            dia_of: dict[str, list[str]] = defaultdict(list)
-            for c in progress(convs, "ingest (raw, bus)", len(convs), show_progress):
-                texts = embedding_texts(probe_nodes[c.sample_id], ranking.contextual_text)
-                _, rate = raw.encode_all(texts, "", False)
-                raw_s += len(texts) / rate
-                t0 = time.perf_counter()
-                stored = bus.remember_many(items_of[c.sample_id], ctx_of[c.sample_id])
-                ingest_s += time.perf_counter() - t0
-                for t, node in zip(c.turns, stored, strict=True):
-                    dia_of[node.id].append(t.dia_id)
-            c0 = convs[0]
-            for w in range(WARMUP):
-                bus.recall(f"warm up question {w}", ctx_of[c0.sample_id], k=10, options=RecallOptions(touch=False))
-            for c in progress(convs, "queries (raw, bus)", len(convs), show_progress):
-                opts = RecallOptions(reference_time=c.last_time, touch=False)
-                docs = doc_vecs[offsets[c.sample_id] : offsets[c.sample_id] + len(c.turns)]
-                for j, q in enumerate(c.questions):
-                    vec, sec = raw.query(q.text, docs)
-                    qvecs[(c.sample_id, j)] = vec
-                    raw_lat.append(sec)
-                    t0 = time.perf_counter()
-                    hits = bus.recall(q.text, ctx_of[c.sample_id], k=10, options=opts)
-                    bus_lat.append(time.perf_counter() - t0)
-                    ranked = dedupe(d for h in hits for d in dia_of[h.node.id])
-                    per_q[label].append(_row_locomo(q, ranked))
-        finally:
-            _shutdown(bus)
+        for suffix, weights in paths:
+            data_dir = tempfile.mkdtemp(prefix="mb-eval-")
+            bus = _connect(data_dir, f"mb_eval_locomo{suffix}", shards, weights)
+            try:
+                bus.embed(["warm up"])
+                for mode in MODES:
+                    label = f"memorybus_{mode}{suffix}"
+                    ctx = {c.sample_id: Context(org=f"locomo-{mode}", user=c.sample_id) for c in convs}
+                    ingest_s = 0.0
+                    dia_of: dict[str, list[str]] = defaultdict(list)
+                    for c in progress(convs, f"ingest {label}", len(convs), show_progress):
+                        items = [locomo.memory_item(c, t, mode) for t in c.turns]
+                        probe = [build_memory(i, ctx[c.sample_id], 0.0) for i in items]
+                        texts = embedding_texts(probe, weights.contextual_text)  # what the bus embeds
+                        _, rate = raw.encode_all(texts)
+                        raw_enc[0] += len(texts)
+                        raw_enc[1] += len(texts) / rate
+                        t0 = time.perf_counter()
+                        stored = bus.remember_many(items, ctx[c.sample_id])
+                        ingest_s += time.perf_counter() - t0
+                        for t, node in zip(c.turns, stored, strict=True):
+                            dia_of[node.id].append(t.dia_id)
+                    c0 = convs[0].sample_id
+                    for w in range(WARMUP):
+                        bus.recall(f"warm up question {w}", ctx[c0], k=10, options=RecallOptions(touch=False))
+                    lat: list[float] = []
+                    for c in progress(convs, f"queries {label}", len(convs), show_progress):
+                        opts = RecallOptions(reference_time=c.last_time, touch=False)
+                        docs = doc_vecs[c.sample_id]  # the caller's visible memories
+                        for j, q in enumerate(c.questions):
+                            vec, sec = raw.query(q.text, docs)
+                            raw_lat.append(sec)
+                            if (c.sample_id, j) not in qvecs:
+                                qvecs[(c.sample_id, j)] = vec
+                                raw_lat_st.append(raw.query(q.text, docs, path="st")[1])
+                            t0 = time.perf_counter()
+                            hits = bus.recall(q.text, ctx[c.sample_id], k=10, options=opts)
+                            lat.append(time.perf_counter() - t0)
+                            rows[label].append(_row_locomo(q, dedupe(d for h in hits for d in dia_of[h.node.id])))
+                    speed[label] = {"ingest_rate": n_mem / max(1e-9, ingest_s), "recall_ms": percentiles(lat)}
+            finally:
+                _shutdown(bus)
+                shutil.rmtree(data_dir, ignore_errors=True)
     finally:
-        shutil.rmtree(data_dir, ignore_errors=True)
         raw.close()
-    raw_rate = n_mem / max(1e-9, raw_s)
 
-    # 3. baselines on the same memories
-    for c in progress(convs, "baselines", len(convs), show_progress):
-        docs = doc_vecs[offsets[c.sample_id] : offsets[c.sample_id] + len(c.turns)]
-        bm25 = BM25([t.content for t in c.turns])
+    for c in convs:
+        corpus = Corpus([t.content for t in c.turns], doc_vecs[c.sample_id])
         for j, q in enumerate(c.questions):
-            for method, order in rank_all(q.text, qvecs[(c.sample_id, j)], bm25, docs).items():
-                per_q[method].append(_row_locomo(q, [c.turns[i].dia_id for i in order[:10]]))
+            for method, order in corpus.rank_all(q.text, qvecs[(c.sample_id, j)]).items():
+                rows[method].append(_row_locomo(q, [c.turns[i].dia_id for i in order[:10]]))
 
+    ours = [f"memorybus_{m}{s}" for s, _ in paths for m in MODES]
     metrics = [f"{m}@{k}" for m in ("recall", "hit") for k in KS]
-    groups = dict(locomo.CATEGORIES)
     result: dict[str, Any] = {
-        "dataset": "locomo",
-        "data": os.fspath(data),
-        "conversations": [c.sample_id for c in convs],
-        "memories": n_mem,
-        "questions": n_q,
-        "questions_dropped_no_gold": sum(c.dropped_questions for c in convs),
-        "overall_categories": [locomo.CATEGORIES[c] for c in locomo.OVERALL],
-        "methods": [label, *METHODS],
+        "dataset": "locomo", "data": os.fspath(data), "conversations": [c.sample_id for c in convs],
+        "memories": n_mem, "questions": n_q, "questions_dropped_no_gold": sum(c.dropped_questions for c in convs),
+        "overall_categories": [locomo.CATEGORIES[c] for c in locomo.OVERALL], "methods": [*ours, *BASELINES],
         "ranking": asdict(ranking),
-    }
-    for method, rows in per_q.items():
-        result[method] = _summary(rows, "category", groups, locomo.OVERALL, metrics)
-    bus_rate = n_mem / max(1e-9, ingest_s)
+    }  # fmt: skip
+    for method in result["methods"]:
+        result[method] = _summary(rows[method], "category", dict(locomo.CATEGORIES), locomo.OVERALL, metrics)
+    raw_rate = raw_enc[0] / max(1e-9, raw_enc[1])
+    raw_ms, raw_st_ms = percentiles(raw_lat), percentiles(raw_lat_st)
     result["speed"] = {
         "raw": {
             "encode_rate": raw_rate,
-            "encode_rate_protocol_text": raw_rate_content,
-            "query_ms": _percentiles(raw_lat),
+            "query_ms": raw_ms,
+            "sentence_transformers_path": {"encode_rate": st_rate, "query_ms": raw_st_ms},
         },
-        label: {"ingest_rate": bus_rate, "recall_ms": _percentiles(bus_lat)},
+        **speed,
         "ratios": {
-            "ingest": bus_rate / raw_rate,
-            "recall_p50": _percentiles(bus_lat)["p50"] / _percentiles(raw_lat)["p50"],
-            "recall_p95": _percentiles(bus_lat)["p95"] / _percentiles(raw_lat)["p95"],
+            label: {
+                "ingest": s["ingest_rate"] / raw_rate,
+                "recall_p50": s["recall_ms"]["p50"] / raw_ms["p50"],
+                "recall_p95": s["recall_ms"]["p95"] / raw_ms["p95"],
+                "recall_p50_vs_sentence_transformers_path": s["recall_ms"]["p50"] / raw_st_ms["p50"],
+            }
+            for label, s in speed.items()
         },
+        "note": "raw side: the bus's encoder path (lean); the sentence-transformers path is reported apart",
     }
-    result["machine"] = {"cpus": os.cpu_count(), "python": platform.python_version(), "loadavg": os.getloadavg()}
+    result["machine"] = _machine()
+    out_dir = Path(out)
     out_dir.mkdir(parents=True, exist_ok=True)
     write_json(out_dir / "locomo.json", result)
     names = [locomo.CATEGORIES[c] for c in locomo.OVERALL] + ["overall"]
-    plot_by_category(out_dir / "locomo_recall.png", result, [label, *METHODS], names, ["recall@5", "recall@10"],
-                     "LoCoMo")  # fmt: skip
+    shown = [f"memorybus_{m}" for m in MODES] + list(BASELINES)
+    plot_by_category(out_dir / "locomo_recall.png", result, shown, names, ["recall@5", "recall@10"], "LoCoMo")
     return result
 
 
@@ -272,82 +231,78 @@ def run_longmemeval(
     shards: int = 2,
     ranking: RankingWeights | None = None,
     show_progress: bool = True,
-    label: str = "memorybus",
     depth: int = 100,
 ) -> dict[str, Any]:
     """The LongMemEval_s session-level protocol (see :mod:`memorybus.evaluation.longmemeval`)."""
-    from memorybus.retrieval.hybrid import RecallOptions
+    from memorybus.retrieval.options import RecallOptions
     from memorybus.scopes import Context
 
     ranking = ranking or RankingWeights()
-    out_dir = Path(out)
     items, skipped = longmemeval.load(data)
     if limit:
         items = items[:limit]
     log(f"longmemeval: {len(items)} questions ({skipped} skipped: no user-side gold)")
-
-    # baselines' session documents (the official protocol), embedded once per distinct session
     raw = RawModel(Config().resolved_model_path())
     docs: dict[str, str] = {s.session_id: s.document for it in items for s in it.sessions}
     doc_ids = list(docs)
-    doc_vecs, _ = raw.encode_all([docs[d] for d in doc_ids], "raw encode (session docs)", show_progress)
+    doc_vecs, _ = raw.encode_all([docs[d] for d in doc_ids], "lean", "raw encode (session docs)", show_progress)
     vec_of = {d: doc_vecs[i] for i, d in enumerate(doc_ids)}
-    qvec = {it.question_id: raw.embedder.encode([it.question])[0] for it in items}
+    qvec = {it.question_id: raw.lean.encode([it.question])[0] for it in items}
     raw.close()
 
     metrics = [f"{m}@{k}" for m in ("recall_any", "recall_all", "ndcg") for k in (5, 10)]
-    per_q: dict[str, list[dict[str, Any]]] = {label: [], **{m: [] for m in METHODS}}
+    rows: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for it in items:
         ids = [s.session_id for s in it.sessions]
-        bm25 = BM25([s.document for s in it.sessions])
-        mat = np.stack([vec_of[i] for i in ids])
-        for method, order in rank_all(it.question, qvec[it.question_id], bm25, mat).items():
-            per_q[method].append(_row_lme(it, [ids[i] for i in order]))
+        corpus = Corpus([s.document for s in it.sessions], np.stack([vec_of[i] for i in ids]))
+        for method, order in corpus.rank_all(it.question, qvec[it.question_id]).items():
+            rows[method].append(_row_lme(it, [ids[i] for i in order]))
 
     data_dir = tempfile.mkdtemp(prefix="mb-eval-")
-    n_mem = 0
-    ingest_s = 0.0
-    lat: list[float] = []
+    speed: dict[str, Any] = {}
     try:
         bus = _connect(data_dir, "mb_eval_lme", shards, ranking)
         try:
             bus.embed(["warm up"])
-            for it in progress(items, "bus ingest+recall", len(items), show_progress):
-                ctx = Context(org="longmemeval", user=it.question_id)
-                batch = [m for s in it.sessions for m in longmemeval.memory_items(s)]
-                t0 = time.perf_counter()
-                stored = bus.remember_many(batch, ctx)
-                ingest_s += time.perf_counter() - t0
-                n_mem += len(batch)
-                session_of = {n.id: m["structured"]["session"] for n, m in zip(stored, batch, strict=True)}
-                t0 = time.perf_counter()
-                hits = bus.recall(it.question, ctx, k=depth, options=RecallOptions(reference_time=it.question_date,
-                                                                                   touch=False))  # fmt: skip
-                lat.append(time.perf_counter() - t0)
-                ranked = dedupe(session_of[h.node.id] for h in hits if h.node.id in session_of)
-                per_q[label].append(_row_lme(it, ranked))
+            for mode in MODES:
+                label = f"memorybus_{mode}"
+                n_mem, ingest_s, lat = 0, 0.0, []
+                for it in progress(items, f"ingest+recall {label}", len(items), show_progress):
+                    ctx = Context(org=f"longmemeval-{mode}", user=it.question_id)
+                    batch, session_ids = longmemeval.items(it, mode)
+                    t0 = time.perf_counter()
+                    stored = bus.remember_many(batch, ctx)
+                    ingest_s += time.perf_counter() - t0
+                    n_mem += len(batch)
+                    session_of = {n.id: s for n, s in zip(stored, session_ids, strict=True)}
+                    opts = RecallOptions(reference_time=it.question_date, touch=False)
+                    t0 = time.perf_counter()
+                    hits = bus.recall(it.question, ctx, k=depth, options=opts)
+                    lat.append(time.perf_counter() - t0)
+                    ranked = dedupe(session_of[h.node.id] for h in hits if h.node.id in session_of)
+                    rows[label].append(_row_lme(it, ranked))
+                speed[label] = {"memories": n_mem, "ingest_rate": n_mem / max(1e-9, ingest_s),
+                                "recall_ms": percentiles(lat)}  # fmt: skip
         finally:
             _shutdown(bus)
     finally:
         shutil.rmtree(data_dir, ignore_errors=True)
 
     types = sorted({it.question_type for it in items})
+    ours = [f"memorybus_{m}" for m in MODES]
     result: dict[str, Any] = {
-        "dataset": "longmemeval_s",
-        "data": os.fspath(data),
-        "questions": len(items),
-        "skipped_no_user_gold": skipped,
-        "memories": n_mem,
-        "methods": [label, *METHODS],
-        "recall_depth": depth,
+        "dataset": "longmemeval_s", "data": os.fspath(data), "questions": len(items),
+        "skipped_no_user_gold": skipped, "methods": [*ours, *BASELINES], "recall_depth": depth,
         "ranking": asdict(ranking),
-    }
-    for method, rows in per_q.items():
-        result[method] = _summary(rows, "type", {t: t for t in types}, types, metrics)
-    result["speed"] = {label: {"ingest_rate": n_mem / max(1e-9, ingest_s), "recall_ms": _percentiles(lat)}}
+    }  # fmt: skip
+    for method in result["methods"]:
+        result[method] = _summary(rows[method], "type", {t: t for t in types}, types, metrics)
+    result["speed"] = speed
+    result["machine"] = _machine()
+    out_dir = Path(out)
     out_dir.mkdir(parents=True, exist_ok=True)
     write_json(out_dir / "longmemeval.json", result)
-    plot_by_category(out_dir / "longmemeval_recall.png", result, [label, *METHODS], [*types, "overall"],
+    plot_by_category(out_dir / "longmemeval_recall.png", result, result["methods"], [*types, "overall"],
                      ["recall_all@5", "ndcg@10"], "LongMemEval_s")  # fmt: skip
     return result
 
@@ -365,34 +320,34 @@ def with_weights(base: RankingWeights | None, overrides: dict[str, Any]) -> Rank
     return replace(base or RankingWeights(), **overrides)
 
 
+# --------------------------------------------------------------------- summary
 def summary_locomo(result: dict[str, Any]) -> str:
-    methods = result["methods"]
     cats = [*result["overall_categories"], "overall"]
-    lines = [
-        f"LoCoMo: {result['questions']} questions, {result['memories']} memories ({', '.join(result['conversations'])})"
-    ]
-    for k in KS:
-        lines.append(f"recall@{k:<3}" + "".join(f"{c[:11]:>12}" for c in cats))
-        for m in methods:
+    lines = [f"LoCoMo: {result['questions']} questions, {result['memories']} memories"
+             f" ({', '.join(result['conversations'])})"]  # fmt: skip
+    for k in (5, 10):
+        lines.append(f"recall@{k:<3}{'':<22}" + "".join(f"{c[:11]:>12}" for c in cats))
+        for m in result["methods"]:
             blocks = [result[m]["overall"] if c == "overall" else result[m]["by_category"][c] for c in cats]
-            vals = [b[f"recall@{k}"] for b in blocks]
-            lines.append(f"  {m:<9}" + "".join(f"{v:>12.3f}" for v in vals))
+            lines.append(f"  {m:<30}" + "".join(f"{b[f'recall@{k}']:>12.3f}" for b in blocks))
     sp = result["speed"]
-    label = methods[0]
-    lines.append(
-        f"ingest: {sp[label]['ingest_rate']:.1f}/s vs raw {sp['raw']['encode_rate']:.1f}/s"
-        f" (ratio {sp['ratios']['ingest']:.2f}); recall p50 {sp[label]['recall_ms']['p50']:.2f} ms vs raw"
-        f" {sp['raw']['query_ms']['p50']:.2f} ms (ratio {sp['ratios']['recall_p50']:.2f}), p95"
-        f" {sp[label]['recall_ms']['p95']:.2f} vs {sp['raw']['query_ms']['p95']:.2f} ms"
-        f" (ratio {sp['ratios']['recall_p95']:.2f})"
-    )
+    raw = sp["raw"]
+    lines.append(f"raw (bus encoder path): encode {raw['encode_rate']:.1f}/s, query p50 {raw['query_ms']['p50']:.2f}"
+                 f" p95 {raw['query_ms']['p95']:.2f} ms; sentence-transformers path: encode"
+                 f" {raw['sentence_transformers_path']['encode_rate']:.1f}/s, query p50"
+                 f" {raw['sentence_transformers_path']['query_ms']['p50']:.2f} ms")  # fmt: skip
+    for label, r in sp["ratios"].items():
+        s = sp[label]
+        lines.append(f"{label}: ingest {s['ingest_rate']:.1f}/s (x{r['ingest']:.2f} raw), recall p50"
+                     f" {s['recall_ms']['p50']:.2f} ms (x{r['recall_p50']:.2f}), p95 {s['recall_ms']['p95']:.2f} ms"
+                     f" (x{r['recall_p95']:.2f})")  # fmt: skip
     return "\n".join(lines)
 
 
 def summary_longmemeval(result: dict[str, Any]) -> str:
     lines = [f"LongMemEval_s: {result['questions']} questions ({result['skipped_no_user_gold']} skipped)"]
     keys = ["recall_any@5", "recall_all@5", "ndcg@5", "recall_any@10", "recall_all@10", "ndcg@10"]
-    lines.append(" " * 11 + "".join(f"{k:>15}" for k in keys))
+    lines.append(" " * 22 + "".join(f"{k:>15}" for k in keys))
     for m in result["methods"]:
-        lines.append(f"  {m:<9}" + "".join(f"{result[m]['overall'][k]:>15.3f}" for k in keys))
+        lines.append(f"  {m:<20}" + "".join(f"{result[m]['overall'][k]:>15.3f}" for k in keys))
     return "\n".join(lines)

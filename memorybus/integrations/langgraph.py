@@ -17,7 +17,8 @@ of the bus, ranked by its recall, and subject to its visibility rule:
   (``lgstore/<label>/.../<label>//<key>``), one current memory per key and scope; a put
   of an existing item updates that memory in place with compare-and-set.
 - **Search.** With a query: the bus's recall restricted to the namespace prefix (key
-  prefix at label boundaries), then ``filter``; without one: the items under the prefix
+  prefix at label boundaries), with no relevance floor (every item ranks, the least
+  related last), then ``filter``; without one: the items under the prefix
   in creation order, then ``filter``. Filters: equality, nested dicts, dotted paths, and
   ``$eq $ne $gt $gte $lt $lte``.
 - **Indexing.** ``put(..., index=False)`` runs no model: the memory's text is a fixed
@@ -217,7 +218,9 @@ class MemoryBusStore(BaseStore):
             return found
         if op.query and op.query.strip():
             k = min(1000, want * (8 if op.filter else 1))
-            options = mb.RecallOptions(key_prefix=prefix, touch=False)
+            # a store search ranks every item under the prefix (LangGraph's contract), so no
+            # relevance floor: the least related items come last, they are not dropped
+            options = mb.RecallOptions(key_prefix=prefix, touch=False, min_relevance=0.0)
             hits = yield _call("recall", op.query, self.context, k=k, options=options)
             for hit in hits:
                 item = self._item_of(hit.node, hit.score, search=True)

@@ -159,6 +159,19 @@ class KeywordIndex:
         part.dead = 0
 
     # ------------------------------------------------------------------- reads
+    def weight(self, terms: Iterable[str], scope_keys: Sequence[str]) -> float:
+        """The query's full keyword weight over the live documents of ``scope_keys``: the
+        sum of its distinct terms' idf (a term no document holds counts with the idf of
+        a term in none). A document of average length holding each term once scores
+        about this much, so ``bm25 / weight`` reads as the share of the query matched."""
+        parts = [self._parts[s] for s in dict.fromkeys(scope_keys) if s in self._parts]
+        n_docs = sum(p.docs for p in parts)
+        total = 0.0
+        for term in dict.fromkeys(terms):
+            df = sum(p.df.get(term, 0) for p in parts)
+            total += math.log(1.0 + (n_docs - df + 0.5) / (df + 0.5))
+        return total
+
     def search(self, terms: Iterable[str], scope_keys: Sequence[str], limit: int) -> list[tuple[str, float]]:
         """Top ``limit`` ``(id, bm25)`` among live documents of ``scope_keys`` (score > 0)."""
         parts = [self._parts[s] for s in dict.fromkeys(scope_keys) if s in self._parts]

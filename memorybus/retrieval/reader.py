@@ -22,10 +22,12 @@ import numpy as np
 
 from memorybus.errors import InvalidRequest
 from memorybus.model import MemoryKind, MemoryNode, MemoryStatus
+from memorybus.retrieval.expand import expand
 from memorybus.retrieval.hits import DEFAULT_STATUSES, RecallHit
-from memorybus.retrieval.hybrid import Query, RecallOptions, expand, rank
+from memorybus.retrieval.options import RecallOptions
+from memorybus.retrieval.query import Query
+from memorybus.retrieval.ranking import rank
 from memorybus.retrieval.structure import RecallIndex
-from memorybus.retrieval.text import tokens
 from memorybus.scopes import Context
 
 if TYPE_CHECKING:
@@ -50,6 +52,7 @@ class SearchPlan:
     accept: Callable[[MemoryNode], bool]
     query: Query | None
     keyword: list[tuple[str, float]]
+    query_weight: float
     filtered: bool
     depth: int
 
@@ -136,13 +139,8 @@ class RecallReader:
             return not filters_time or opts.admits(node)
 
         reference = opts.reference_time or opts.as_of or now
-        parsed = Query.parse(query, reference) if w.hybrid else None
-        terms = tokens(query) if query and w.hybrid else []
-        if terms and w.source_match:
-            # a speaker named in the query is matched by source, not as a keyword
-            # (their name is everywhere in a conversation with them)
-            speakers = self.structure.speaker_terms(scope_keys)
-            terms = [t for t in terms if t not in speakers] or terms
+        parsed = Query.parse(query, reference) if query and w.hybrid else None
+        terms = list(parsed.terms) if parsed is not None else []
         # filters the indexes do not apply themselves: look deeper so k survive them
         filtered = (
             opts.filters_time
@@ -152,10 +150,12 @@ class RecallReader:
         )
         depth = _FILTER_DEPTH if filtered else 1
         kw_limit = max(k, w.keyword_candidates) * depth
-        keyword = self.structure.keywords.search(terms, scope_keys, kw_limit) if terms else []
+        keywords = self.structure.keywords
+        keyword = keywords.search(terms, scope_keys, kw_limit) if terms else []
+        weight = keywords.weight(terms, scope_keys) if keyword else 0.0
         return SearchPlan(
             context, k, kinds, statuses, touch and opts.touch, opts, scope_keys, now, accept, parsed, keyword,
-            filtered, depth,
+            weight, filtered, depth,
         )  # fmt: skip
 
     def execute(
@@ -182,8 +182,9 @@ class RecallReader:
                 vec, dense_limit, scope_keys=scope_keys, kinds=plan.kinds, statuses=plan.statuses
             )
         ranked = rank(
-            dense, plan.keyword, shard._nodes, self.structure, plan.query, w, plan.now, accept, vec, limit=k,
-            linked=linked,
+            dense, plan.keyword, shard._nodes, self.structure, plan.query, w, plan.now, accept, vec,
+            query_weight=plan.query_weight, limit=k, linked=linked, timed=self._timed(plan),
+            min_relevance=plan.options.min_relevance,
         )  # fmt: skip
         top = []
         for hit in ranked[:k]:
@@ -196,6 +197,19 @@ class RecallReader:
             out += expand(top, shard._nodes, self.structure, plan.options, accept)
         if plan.touch:
             shard._touch([h.node.id for h in top], plan.now)
+        return out
+
+    def _timed(self, plan: SearchPlan) -> list[str]:
+        """Memories inside the times the query names, when those times hold few enough
+        (``time_candidates``) to be worth scoring one by one."""
+        w = self.shard.ranking
+        if plan.query is None or not plan.query.windows or w.time_candidates <= 0 or not w.time:
+            return []
+        timeline = self.structure.timeline
+        out: list[str] = []
+        for window in plan.query.windows:
+            if timeline.count(plan.scope_keys, window.start, window.end) <= w.time_candidates:
+                out += timeline.between(plan.scope_keys, window.start, window.end)
         return out
 
     def has_facts(self, context: Context) -> bool:

@@ -1,4 +1,4 @@
-"""Text helpers of recall: keyword tokens, a light stemmer, names, and leading time stamps.
+"""Text helpers of recall: keyword tokens, speaker names, leading date stamps.
 
 Everything here is pure and deterministic (no model, no I/O).
 """
@@ -7,306 +7,42 @@ from __future__ import annotations
 
 import functools
 import re
-
-_WORD = re.compile(r"[a-z0-9]+(?:'[a-z]+)?")
-_NAME = re.compile(r"\b[A-Z][a-z]+(?:[A-Z][a-z]+)?\b")
-
-#: Function words that carry no topic (English). Kept small on purpose: "where",
-#: "when" and the like are dropped, topic words never are.
-STOPWORDS = frozenset(
-    [
-        "a",
-        "about",
-        "above",
-        "after",
-        "again",
-        "against",
-        "all",
-        "am",
-        "an",
-        "and",
-        "any",
-        "are",
-        "aren't",
-        "as",
-        "at",
-        "be",
-        "because",
-        "been",
-        "before",
-        "being",
-        "below",
-        "between",
-        "both",
-        "but",
-        "by",
-        "can",
-        "can't",
-        "could",
-        "couldn't",
-        "did",
-        "didn't",
-        "do",
-        "does",
-        "doesn't",
-        "doing",
-        "don't",
-        "down",
-        "during",
-        "each",
-        "few",
-        "for",
-        "from",
-        "further",
-        "had",
-        "hadn't",
-        "has",
-        "hasn't",
-        "have",
-        "haven't",
-        "having",
-        "he",
-        "he'd",
-        "he'll",
-        "he's",
-        "her",
-        "here",
-        "here's",
-        "hers",
-        "herself",
-        "him",
-        "himself",
-        "his",
-        "how",
-        "how's",
-        "i",
-        "i'd",
-        "i'll",
-        "i'm",
-        "i've",
-        "if",
-        "in",
-        "into",
-        "is",
-        "isn't",
-        "it",
-        "it's",
-        "its",
-        "itself",
-        "let's",
-        "me",
-        "more",
-        "most",
-        "mustn't",
-        "my",
-        "myself",
-        "no",
-        "nor",
-        "not",
-        "of",
-        "off",
-        "on",
-        "once",
-        "only",
-        "or",
-        "other",
-        "ought",
-        "our",
-        "ours",
-        "ourselves",
-        "out",
-        "over",
-        "own",
-        "same",
-        "shan't",
-        "she",
-        "she'd",
-        "she'll",
-        "she's",
-        "should",
-        "shouldn't",
-        "so",
-        "some",
-        "such",
-        "than",
-        "that",
-        "that's",
-        "the",
-        "their",
-        "theirs",
-        "them",
-        "themselves",
-        "then",
-        "there",
-        "there's",
-        "these",
-        "they",
-        "they'd",
-        "they'll",
-        "they're",
-        "they've",
-        "this",
-        "those",
-        "through",
-        "to",
-        "too",
-        "under",
-        "until",
-        "up",
-        "very",
-        "was",
-        "wasn't",
-        "we",
-        "we'd",
-        "we'll",
-        "we're",
-        "we've",
-        "were",
-        "weren't",
-        "what",
-        "what's",
-        "when",
-        "when's",
-        "where",
-        "where's",
-        "which",
-        "while",
-        "who",
-        "who's",
-        "whom",
-        "why",
-        "why's",
-        "will",
-        "with",
-        "won't",
-        "would",
-        "wouldn't",
-        "you",
-        "you'd",
-        "you'll",
-        "you're",
-        "you've",
-        "your",
-        "yours",
-        "yourself",
-        "yourselves",
-        "just",
-        "also",
-        "really",
-        "yeah",
-        "yes",
-        "oh",
-        "ok",
-        "okay",
-        "hey",
-        "hi",
-        "wow",
-        "so",
-        "said",
-        "says",
-        "say",
-        "did",
-        "does",
-        "do",
-        "been",
-        "get",
-        "got",
-        "like",
-    ]
-)
-
-_MONTHS = frozenset(
-    [
-        "january",
-        "february",
-        "march",
-        "april",
-        "may",
-        "june",
-        "july",
-        "august",
-        "september",
-        "october",
-        "november",
-        "december",
-        "monday",
-        "tuesday",
-        "wednesday",
-        "thursday",
-        "friday",
-        "saturday",
-        "sunday",
-    ]
-)
-
-_SUFFIXES = (
-    ("ational", "ate"),
-    ("ization", "ize"),
-    ("fulness", "ful"),
-    ("iveness", "ive"),
-    ("ousness", "ous"),
-    ("nesses", ""),
-    ("ments", "ment"),
-    ("ities", "ity"),
-    ("ingly", ""),
-    ("edly", ""),
-    ("ies", "y"),
-    ("ied", "y"),
-    ("ing", ""),
-    ("ed", ""),
-    ("es", ""),
-    ("s", ""),
-)
+from typing import Any
 
 
-@functools.lru_cache(maxsize=1 << 16)
-def stem(word: str) -> str:
-    """A light suffix stripper: ``painting``/``painted``/``paints`` -> ``paint``.
+@functools.lru_cache(maxsize=1)
+def _analyzer() -> Any:
+    import qdrant_edge as qe
 
-    Deliberately conservative (keeps at least three letters, undoubles a final
-    consonant pair); enough to join inflections in keyword recall. Cached: a
-    conversation repeats its words, and every write and query tokenises.
-    """
-    if len(word) <= 3 or not word.isalpha():
-        return word
-    if word.endswith("'s"):
-        word = word[:-2]
-    for suffix, repl in _SUFFIXES:
-        if word.endswith(suffix) and len(word) - len(suffix) + len(repl) >= 3:
-            if suffix == "s" and word.endswith(("ss", "us", "is")):
-                return word
-            if suffix == "es" and not word.endswith(("sses", "xes", "zes", "ches", "shes")):
-                continue
-            base = word[: len(word) - len(suffix)] + repl
-            if suffix in ("ing", "ed") and len(base) >= 4 and base[-1] == base[-2] and base[-1] not in "lsz":
-                base = base[:-1]
-            return _trim_e(base)
-    return _trim_e(word)
-
-
-def _trim_e(word: str) -> str:
-    # "hike"/"hiking"/"hiked" -> "hik": a final silent e is dropped everywhere
-    return word[:-1] if len(word) > 3 and word.endswith("e") and not word.endswith("ee") else word
+    # b=0 and a huge k make each document weight its term's count: tf * (k + 1) / (tf + k)
+    return qe.Bm25(qe.Bm25Config(language="english", k=1e9, b=0.0))
 
 
 def tokens(text: str) -> list[str]:
-    """Keyword tokens of ``text``: lower case, stop words dropped, stemmed."""
-    out = []
-    for raw in _WORD.findall(text.lower()):
-        w = raw[:-2] if raw.endswith("'s") else raw
-        if w in STOPWORDS or len(w) < 2:
-            continue
-        out.append(stem(w))
-    return out
+    """Keyword tokens of ``text``: Qdrant's English analyzer (lower case, the NLTK English
+    stop words dropped, Snowball English stems), each stem as a stable id string and
+    repeated by its count in ``text``, in a fixed order.
+
+    The same analyzer as the English BM25 baseline of the evaluation, so keyword
+    recall is neither flattered nor handicapped by its own word rules.
+    """
+    if not text:
+        return []
+    vec = _analyzer().embed_document(text)
+    return [str(i) for i, tf in zip(vec.indices, vec.values, strict=True) for _ in range(max(1, round(tf)))]
 
 
-def names(text: str) -> set[str]:
-    """Capitalised words (candidate names/entities), lower-cased; sentence starts that are
-    stop words ("What", "When") are not names."""
-    return {m.lower() for m in _NAME.findall(text) if m.lower() not in STOPWORDS and m.lower() not in _MONTHS}
+def speaker_terms(speaker: str | None) -> list[str]:
+    """The keyword tokens that name a speaker or source: the tokens of its name after an id
+    prefix such as ``agent:`` (those of ``planner`` for ``agent:planner``; of ``ann`` and
+    ``lee`` for ``Ann Lee``)."""
+    if not speaker:
+        return []
+    _, sep, name = speaker.rpartition(":")
+    return tokens(name if sep and name.strip() else speaker)
 
 
-# A leading "(1:56 pm on 8 May, 2023)" / "[2023-05-08]" stamp that dates the text.
+# A leading bracketed date such as "[2024-05-08]" or "(8 May 2024, 10:00)" that dates the text.
 _PREFIX = re.compile(r"^\s*[\(\[]([^()\[\]]{4,48})[\)\]]\s*")
 
 

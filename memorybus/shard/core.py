@@ -26,7 +26,7 @@ from memorybus.model import (
     evolve,
 )
 from memorybus.retrieval import DEFAULT_STATUSES, RecallHit
-from memorybus.retrieval.hybrid import RecallOptions
+from memorybus.retrieval.options import RecallOptions
 from memorybus.retrieval.reader import RecallReader
 from memorybus.scopes import Context
 from memorybus.shard.facts import FactsMixin
@@ -81,6 +81,7 @@ class Shard(OpsMixin, WritesMixin, FactsMixin, MaintenanceMixin):
         self._touches: dict[str, tuple[int, float]] = {}
         self._in_doubt = {}
         self._last_flush = time.monotonic()
+        self._first_touch = self._last_flush
         self._recall = RecallReader(self)  # derived read-side indexes (keyword, sessions)
         self.rebuild()
 
@@ -170,7 +171,7 @@ class Shard(OpsMixin, WritesMixin, FactsMixin, MaintenanceMixin):
     ) -> list[RecallHit]:
         """Top ``k`` memories visible to ``context`` for the query ``vector`` (and its
         ``query`` text: hybrid, structure-aware recall, see
-        :mod:`memorybus.retrieval.hybrid`), followed by the expansions ``options`` asks for.
+        :mod:`memorybus.retrieval.ranking`), followed by the expansions ``options`` asks for.
 
         Visibility is enforced here twice: the indexes are filtered to the
         context's visible scope keys, and every candidate is checked again.
@@ -251,6 +252,8 @@ class Shard(OpsMixin, WritesMixin, FactsMixin, MaintenanceMixin):
 
     # ------------------------------------------------------------------ access
     def _touch(self, ids: Sequence[str], now: float) -> None:
+        if ids and not self._touches:
+            self._first_touch = time.monotonic()
         for memory_id in ids:
             node = self._nodes[memory_id]
             node.access_count += 1
@@ -259,6 +262,15 @@ class Shard(OpsMixin, WritesMixin, FactsMixin, MaintenanceMixin):
             self._touches[memory_id] = (count + 1, now)
         if time.monotonic() - self._last_flush >= self.touch_flush_seconds:
             self.flush()
+
+    def touches_due(self, within: float | None = None) -> bool:
+        """Whether pending access statistics must be written now to reach the store within
+        ``within`` seconds (default ``touch_flush_seconds``) of the oldest pending access;
+        a timer polls this at a fraction of that period."""
+        if not self._touches:
+            return False
+        limit = self.touch_flush_seconds if within is None else within
+        return time.monotonic() - self._first_touch >= 0.5 * limit
 
     def flush(self) -> int:
         """Write pending access statistics to the store; returns how many nodes."""

@@ -56,6 +56,7 @@ class _ShardState:
     graph: TemporalGraph
     _touches: dict[str, tuple[int, float]]
     _last_flush: float
+    _first_touch: float
     _recall: RecallReader
 
     if TYPE_CHECKING:

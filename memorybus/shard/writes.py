@@ -36,8 +36,17 @@ UPDATABLE = frozenset(
         "source",
         "source_ids",
         "tags",
+        "thread",
+        "position",
+        "speaker",
     }
 )
+
+
+def _same_event(a: MemoryNode, b: MemoryNode) -> bool:
+    """Whether two episodic memories with the same words record the same event: the same
+    time and, when declared, the same thread, position and speaker."""
+    return (a.valid_from, a.thread, a.position, a.speaker) == (b.valid_from, b.thread, b.position, b.speaker)
 
 
 class WritesMixin(_ShardState):
@@ -52,8 +61,8 @@ class WritesMixin(_ShardState):
             other = self._nodes.get(other_id)
             if other is None or other.kind is not node.kind:
                 continue
-            if node.kind is MemoryKind.EPISODIC and other.valid_from != node.valid_from:
-                continue  # the same words said at another time are another event
+            if node.kind is MemoryKind.EPISODIC and not _same_event(node, other):
+                continue  # the same words said at another time or turn are another event
             if other.status in (MemoryStatus.ACTIVE, MemoryStatus.CONSOLIDATED):
                 return other
         if node.kind in (MemoryKind.SEMANTIC, MemoryKind.PROCEDURAL) and node.embedding is not None:
@@ -110,7 +119,7 @@ class WritesMixin(_ShardState):
         when given. A node whose id is already stored with the same record is
         returned as stored (retries are idempotent). An exact duplicate of a stored
         memory (same scope, kind and content; for episodic memories also the same
-        time) and a near duplicate of a semantic or procedural one are not stored
+        time, thread, position and speaker) and a near duplicate of a semantic or procedural one are not stored
         again: the existing memory is returned. A memory that contradicts a
         similar one in its scope is stored with ``contradicts`` links both ways.
         ``op``: the operation id (see :mod:`memorybus.shard.ops`): a re-execution
@@ -152,7 +161,7 @@ class WritesMixin(_ShardState):
                 and self.dedupe
                 and in_batch is not None
                 and in_batch.kind is n.kind
-                and (n.kind is not MemoryKind.EPISODIC or in_batch.valid_from == n.valid_from)
+                and (n.kind is not MemoryKind.EPISODIC or _same_event(in_batch, n))
             ):
                 dup = in_batch
             if dup is not None:

@@ -6,7 +6,7 @@ import os
 from collections.abc import Callable
 
 from memorybus.clock import Clock
-from memorybus.config import Config
+from memorybus.config import Config, resolve_hook
 from memorybus.events import Event
 from memorybus.shard import Shard
 from memorybus.storage.base import Store
@@ -58,7 +58,7 @@ def open_shard(
         max_structured_bytes=config.max_structured_bytes,
         touch_flush_seconds=config.touch_flush_seconds,
         policy=config.bus,
-        judge=config.bus.judge,
+        judge=resolve_hook(config.bus.judge, "bus.judge"),
         graph=config.graph,
         on_events=on_events,
     )

@@ -65,3 +65,23 @@ def test_consolidation_actor_killed_mid_run_then_rerun_yields_one(bus):
     assert len(semantic) == 1 and len(semantic[0].node.parents) == 20
     parents = semantic[0].node.parents
     assert all(bus.get(p, ctx).status is MemoryStatus.CONSOLIDATED for p in parents)
+
+
+def test_a_summarizer_named_in_the_config_writes_the_summary(bus):
+    """Config.consolidation.summarizer as an import path reaches the consolidation actor."""
+    from dataclasses import replace
+
+    from memorybus.actors.maintenance import ConsolidationActor
+
+    o = f"org{uuid.uuid4().hex[:6]}"
+    ctx = Context(o, "u1", "ops")
+    bus.remember_many(PARAPHRASES, ctx)
+    cfg = bus.config.with_(consolidation=replace(bus.config.consolidation, summarizer="tests.hooks:tagged_summary"))
+    actor = ray.remote(ConsolidationActor).options(num_cpus=0.01).remote(cfg)
+    try:
+        status = ray.get(actor.run_once.remote(None, scopes=[ctx.scope.key]), timeout=120)
+    finally:
+        ray.kill(actor)
+    assert status["last_counts"]["consolidated"] == 1
+    (semantic,) = bus.recall("why did the production deploy fail?", ctx, k=50, kinds=[MemoryKind.SEMANTIC])
+    assert semantic.content.startswith(f"Summary of {len(PARAPHRASES)} notes: ")

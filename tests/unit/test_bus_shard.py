@@ -73,7 +73,7 @@ def test_superseded_fact_is_kept_closed_and_linked(shard, embedder, clock):
     assert old.valid_to == t0 + 3 * WEEK
     assert r2.node.id in old.contradicts and r1.node.id in r2.node.contradicts
     assert shard.current_fact(U1, KEY, USER).content == "User switched to Rust"
-    q = embedder.encode(["what language does the user write?"])[0]
+    q = embedder.encode(["does the user write Rust or Python?"])[0]
     assert [h.node.content for h in shard.search(U1, q, 5)] == ["User switched to Rust"]
     both = shard.search(U1, q, 5, statuses=[MemoryStatus.ACTIVE, MemoryStatus.DEPRECATED])
     assert {h.node.content for h in both} == {"User writes Python", "User switched to Rust"}

@@ -5,7 +5,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from memorybus import InvalidMemory, MemoryKind, MemoryNode, MemoryStatus, Scope
-from memorybus.codec import SCHEMA_VERSION, decode_node, encode_node
+from memorybus.codec import SCHEMA_VERSION, decode_node, encode_node, node_to_dict
 
 text = st.text(min_size=1, max_size=40).filter(lambda s: s.strip() and "\x00" not in s)
 ident = st.text(alphabet="abcdefghij0123456789-", min_size=1, max_size=12)
@@ -54,6 +54,9 @@ def nodes(draw):
         source_ids=tuple(draw(st.lists(ident, max_size=3))),
         tags=tuple(draw(st.lists(ident, max_size=3))),
         fact_seq=draw(st.integers(0, 10**6)),
+        thread=draw(st.one_of(st.none(), text)),
+        position=draw(st.one_of(st.none(), st.integers(0, 10**9))),
+        speaker=draw(st.one_of(st.none(), text)),
     )
 
 
@@ -77,3 +80,22 @@ def test_garbage_rejected():
         decode_node(b"\xc1\xff not msgpack")
     with pytest.raises(InvalidMemory):
         decode_node(msgpack.packb({"v": SCHEMA_VERSION, "t": "node", "d": {"id": "x"}}))
+
+
+def test_version_1_records_still_load_without_conversation_fields():
+    """A record written before the conversation fields existed (schema 1) reads with
+    them unset, and everything else intact."""
+    node = MemoryNode(content="old record", scope=Scope("acme", "u1"), thread="t", position=3, speaker="ann")
+    old = node_to_dict(node)
+    for name in ("thread", "position", "speaker"):
+        del old[name]
+    back = decode_node(msgpack.packb({"v": 1, "t": "node", "d": old}, use_bin_type=True))
+    assert (back.thread, back.position, back.speaker) == (None, None, None)
+    assert back.content == "old record" and back.id == node.id and back.scope == node.scope
+
+
+def test_new_records_carry_the_conversation_fields():
+    node = MemoryNode(content="x", scope=Scope("acme"), thread="t1", position=7, speaker="agent:planner")
+    env = msgpack.unpackb(encode_node(node), raw=False)
+    assert env["v"] == SCHEMA_VERSION == 2
+    assert (env["d"]["thread"], env["d"]["position"], env["d"]["speaker"]) == ("t1", 7, "agent:planner")

@@ -387,8 +387,10 @@ def test_default_extractor_reads_structured_triples():
     assert all(t.source_id == n.id and t.scope_key == ORG for t in triples)
     assert [t.confidence for t in triples] == [0.9, 0.7, 0.9]
     assert [t.valid_from for t in triples] == [T0, T0 - 5, T0]
-    spoken = node("I moved to Dublin.", structured={"speaker": "Sam"})
+    spoken = node("I moved to Dublin.", speaker="Sam")
     assert [(t.subject, t.predicate, t.object) for t in triples_for(spoken)] == [("Sam", "lives_in", "Dublin")]
+    # only the declared speaker counts: an undeclared structured key is not read
+    assert triples_for(node("I moved to Dublin.", structured={"speaker": "Sam"})) == []
     assert default_extractor(node("Alice works at Acme.")) == [("Alice", "works_at", "Acme")]
 
 

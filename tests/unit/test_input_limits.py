@@ -20,7 +20,7 @@ from memorybus import (
     Scope,
 )
 from memorybus.context import ContextBuilder
-from memorybus.retrieval.hybrid import RecallOptions
+from memorybus.retrieval.options import RecallOptions
 from memorybus.shard import Shard
 from memorybus.storage.base import WriteBatch
 from memorybus.storage.sqlite import SqliteStore
@@ -84,7 +84,9 @@ def test_one_poison_time_never_breaks_recall_or_context_for_others(tmp_path):
     shard = open_shard(tmp_path)  # rebuilt from the store, poison included
     for q in QUERIES:
         for ref in (None, MAX_TIME):
-            hits = shard.search(CTX, vecs(1, 3)[0], 10, query=q, options=RecallOptions(reference_time=ref))
+            # random vectors: no relevance floor, every memory is a candidate
+            opts = RecallOptions(reference_time=ref, min_relevance=0.0)
+            hits = shard.search(CTX, vecs(1, 3)[0], 10, query=q, options=opts)
             assert {h.node.id for h in hits} >= {ok.id, late.id}, q
             block = ContextBuilder([], hits, 500)
             counts = {t: len(t.split()) for t in block.texts_to_count()}

@@ -44,12 +44,28 @@ def test_valid_node_normalises_strings_and_lists():
         ({"key": ""}, "key"),
         ({"valid_from": 10.0, "valid_to": 5.0}, "valid_to"),
         ({"access_count": -1}, "access_count"),
+        ({"thread": ""}, "thread"),
+        ({"thread": 5}, "thread"),
+        ({"thread": "t" * 600}, "thread"),
+        ({"speaker": " "}, "speaker"),
+        ({"speaker": ["ann"]}, "speaker"),
+        ({"thread": "t", "position": -1}, "position"),
+        ({"thread": "t", "position": 1.5}, "position"),
+        ({"thread": "t", "position": True}, "position"),
+        ({"position": 3}, "position"),  # a position needs a thread
     ],
 )
 def test_bad_nodes_are_rejected(kw, field):
     with pytest.raises(InvalidMemory) as exc:
         node(**kw).validate()
     assert exc.value.field == field
+
+
+def test_conversation_fields_are_optional_and_typed():
+    plain = node().validate()
+    assert (plain.thread, plain.position, plain.speaker) == (None, None, None)
+    turn = node(thread="standup-2024-05-08", position=0, speaker="agent:planner").validate()
+    assert (turn.thread, turn.position, turn.speaker) == ("standup-2024-05-08", 0, "agent:planner")
 
 
 def test_wrong_dimension_rejected():

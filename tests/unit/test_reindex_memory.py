@@ -9,7 +9,6 @@ import tracemalloc
 import numpy as np
 
 from memorybus import Context, ManualClock, MemoryNode
-from memorybus.retrieval.text import stem
 from memorybus.shard import Shard
 from memorybus.storage.sqlite import SqliteStore
 from memorybus.storage.vectors import EdgeVectorIndex
@@ -46,12 +45,10 @@ def test_updating_one_memory_3000_times_does_not_grow_the_shard(tmp_path):
             version += 1
 
     churn(300)  # warm up: buffers reach their working size
-    stem.cache_clear()  # a bounded cache of word stems: not what is measured
     gc.collect()
     tracemalloc.start()
     before = tracemalloc.get_traced_memory()[0]
     churn(3000)
-    stem.cache_clear()
     gc.collect()
     grown = tracemalloc.get_traced_memory()[0] - before
     tracemalloc.stop()

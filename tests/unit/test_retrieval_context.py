@@ -26,8 +26,8 @@ def memories():
     for i in range(12):
         session, when = ("s1", ts(2023, 5, 8)) if i % 2 else ("s2", ts(2023, 7, 2))
         node = MemoryNode(
-            content=f"(8 May 2023) Ana said, \"turn number {i} about dogs, hikes and a long walk by the river\"",
-            scope=SCOPE, structured={"session": session, "turn": i}, valid_from=when, created_at=when,
+            content=f"[2023-05-08] Ana: turn number {i} about dogs, hikes and a long walk by the river",
+            scope=SCOPE, thread=session, position=i, valid_from=when, created_at=when,
         )  # fmt: skip
         hits.append(RecallHit(node, 1.0 - i / 100, 1.0))
     return core, hits
@@ -48,7 +48,7 @@ def test_block_is_core_first_then_grouped_and_dated(embedder):
     assert "### 2 July 2023 (s2)" in lines
     s1 = list(lines[5:12])
     assert s1 == [
-        f'- Ana said, "turn number {i} about dogs, hikes and a long walk by the river"' for i in (1, 3, 5, 7, 9, 11)
+        f"- Ana: turn number {i} about dogs, hikes and a long walk by the river" for i in (1, 3, 5, 7, 9, 11)
     ] + ["### 2 July 2023 (s2)"]
     assert not block.dropped and block.tokens == embedder.tokenizer_count(block.text)
 

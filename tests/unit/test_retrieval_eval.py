@@ -1,12 +1,13 @@
 """The evaluation protocols, metrics and baselines on small synthetic data (no model, no Ray)."""
 
 import json
+from datetime import UTC, datetime
 
 import numpy as np
 import pytest
 
 from memorybus.evaluation import locomo, longmemeval
-from memorybus.evaluation.baselines import BM25, rank_all, rrf
+from memorybus.evaluation.baselines import BM25, Corpus, english_tokens, rrf
 from memorybus.evaluation.metrics import hit_at, ndcg_at, recall_all_at, recall_at
 
 
@@ -40,12 +41,18 @@ def test_locomo_protocol(tmp_path):
     path.write_text(json.dumps(locomo_sample()))
     (conv,) = locomo.load(path)
     assert [t.dia_id for t in conv.turns] == ["D1:1", "D1:2", "D2:1"]
-    assert conv.turns[1].content == '(1:56 pm on 8 May, 2023) Ben said, "Nice!" [shares a photo of a dog]'
+    assert conv.turns[1].content == "Ben: Nice! [shares a photo of a dog]"
+    assert conv.turns[0].when == datetime(2023, 5, 8, 13, 56, tzinfo=UTC).timestamp()
     assert [q.gold for q in conv.questions] == [["D1:1"], ["D1:1", "D2:1"], ["D2:1"]]
     assert conv.dropped_questions == 1
-    item = locomo.memory_item(conv.turns[2])
-    assert item["valid_from"] == conv.turns[2].when and item["structured"]["session"] == "session_2"
-    assert item["source"] == "Ben" and item["kind"] == "episodic"
+    structured = locomo.memory_item(conv, conv.turns[2], "structured")
+    assert structured["valid_from"] == conv.turns[2].when and structured["kind"] == "episodic"
+    assert (structured["thread"], structured["position"], structured["speaker"]) == ("conv-x/session_2", 0, "Ben")
+    assert "structured" not in structured and "source" not in structured  # declared fields only
+    plain = locomo.memory_item(conv, conv.turns[2], "plain")
+    assert plain == {k: v for k, v in structured.items() if k not in ("thread", "position", "speaker")}
+    with pytest.raises(ValueError):
+        locomo.memory_item(conv, conv.turns[2], "leaky")
     assert locomo.normalise_ids("D30:05") == ["D30:5"]
 
 
@@ -71,11 +78,16 @@ def test_longmemeval_protocol(tmp_path):
     path.write_text(json.dumps(data))
     items, skipped = longmemeval.load(path)
     assert skipped == 1 and [i.question_id for i in items] == ["q1"]
-    s1, s2 = items[0].sessions
+    s1, _ = items[0].sessions
     assert s1.document == "hello"
-    chunks = longmemeval.memory_items(s2)
+    assert items[0].question_date == datetime(2023, 5, 30, 10, 18, tzinfo=UTC).timestamp()
+    batch, sessions = longmemeval.items(items[0], "structured")
+    chunks = [m for m, s in zip(batch, sessions, strict=True) if s == "s2"]
     assert len(chunks) == 2 and all(len(c["content"]) <= longmemeval.MAX_CHARS for c in chunks)
-    assert {c["structured"]["session"] for c in chunks} == {"s2"} and chunks[1]["structured"]["turn"] == 1
+    assert [(c["thread"], c["position"], c["speaker"]) for c in chunks] == [("s2", 0, "user"), ("s2", 1, "user")]
+    plain, same = longmemeval.items(items[0], "plain")
+    assert same == sessions and all("thread" not in m and "speaker" not in m for m in plain)
+    assert [m["content"] for m in plain] == [m["content"] for m in batch]
 
 
 def test_metrics():
@@ -91,7 +103,18 @@ def test_baselines():
     bm25 = BM25(docs)
     assert int(np.argmax(bm25.scores("beagle"))) == 0
     vecs = np.eye(3, dtype=np.float32)
-    ranks = rank_all("pottery", vecs[2], bm25, vecs)
-    assert ranks["bm25"][0] == 1 and ranks["dense"][0] == 2
+    ranks = Corpus(docs, vecs).rank_all("pottery", vecs[2])
+    assert ranks["bm25"][0] == 1 and ranks["bm25_en"][0] == 1 and ranks["dense"][0] == 2
+    assert set(ranks) == {"bm25_en", "bm25", "dense", "rrf"}
+
+
+def test_the_english_analyzer_stems_and_drops_stop_words_and_plain_bm25_does_not():
+    assert english_tokens("the dogs") == english_tokens("dog")  # stop word dropped, plural stemmed
+    assert english_tokens("painting painted") == english_tokens("paint paint")
+    docs = ["we adopted two dogs", "the the the of a dog", "cats and a hamster"]
+    plain, english = BM25(docs), BM25(docs, analyzer=english_tokens)
+    assert int(np.argmax(plain.scores("the dog"))) == 1  # "the" and the exact "dog" count
+    assert int(np.argmax(english.scores("adopting dog"))) == 0  # "adopting" ~ "adopted", "dog" ~ "dogs"
+    assert plain.scores("adopting")[0] == 0.0
     assert rrf([0, 1, 2], [2, 1, 0]) == [0, 2, 1]  # 1/61 + 1/63 > 2/62; ties by index
     assert rrf([0, 1], [0, 1]) == [0, 1]

@@ -10,6 +10,7 @@ import pytest
 from memorybus import Context, InvalidRequest, ManualClock, MemoryNode, MemoryStatus, RankingWeights
 from memorybus.retrieval import RecallOptions
 from memorybus.retrieval.structure import embedding_texts, index_text
+from memorybus.retrieval.text import tokens
 from memorybus.shard import Shard
 from memorybus.storage.sqlite import SqliteStore
 from memorybus.storage.vectors import EdgeVectorIndex
@@ -36,7 +37,7 @@ def make_shard(tmp_path, ranking=None, name="s"):
 
 
 def conversation():
-    """Two sessions of a small chat; content carries a date stamp, as LoCoMo memories do."""
+    """Two sessions of a small chat, declared as threads; content carries a leading date stamp."""
     sessions = {
         ("s1", ts(2023, 5, 8)): [
             ("Ana", "I finally adopted a dog from the shelter!"),
@@ -57,10 +58,11 @@ def conversation():
             day = datetime.fromtimestamp(when, UTC)
             nodes.append(
                 MemoryNode(
-                    content=f'({day.day} {day:%B %Y}) {who} said, "{text}"',
+                    content=f"[{day:%Y-%m-%d}] {who}: {text}",
                     scope=CTX.scope.widen("user"),
-                    structured={"session": session, "turn": i},
-                    source=who,
+                    thread=session,
+                    position=i,
+                    speaker=who,
                     valid_from=when,
                     created_at=when,
                 )
@@ -73,7 +75,7 @@ def filled(tmp_path, embedder):
     shard = make_shard(tmp_path)
     nodes = conversation()
     stored = shard.put_many(CTX, nodes, embedder.encode(embedding_texts(nodes)))
-    yield shard, {n.content.split('"')[1]: n for n in stored}
+    yield shard, {n.content.split(": ", 1)[1]: n for n in stored}
     shard.close()
 
 
@@ -119,7 +121,7 @@ def test_neighbour_and_relation_expansion_with_budgets(filled, embedder):
     query = "Ben's lopsided bowl"
     hits = search(shard, embedder, query, k=1, neighbors=1)
     assert hits[0].node.id == bowl.id
-    assert [(h.via, h.node.content.split('"')[1]) for h in hits[1:]] == [
+    assert [(h.via, h.node.content.split(": ", 1)[1]) for h in hits[1:]] == [
         ("neighbor", "Fun! Did you make anything yet?"),
         ("neighbor", "I took the beagle hiking in the hills."),
     ]
@@ -139,7 +141,7 @@ def test_neighbour_and_relation_expansion_with_budgets(filled, embedder):
 def test_contextual_embeddings_mix_the_predecessor_and_drop_the_date(tmp_path, embedder):
     nodes = conversation()[:2]
     texts = embedding_texts(nodes)
-    assert texts == [index_text(n) for n in nodes] and not texts[0].startswith("(")
+    assert texts == [index_text(n) for n in nodes] and texts[0] == "Ana: I finally adopted a dog from the shelter!"
     plain = embedder.encode(texts)
     shard = make_shard(tmp_path, RankingWeights(context_mix=0.35), name="mix")
     a, b = shard.put_many(CTX, nodes, plain)
@@ -167,14 +169,14 @@ def test_keyword_index_follows_writes_and_rebuilds(tmp_path, embedder):
     shard = make_shard(tmp_path, name="kw")
     n = MemoryNode(content="invoice ZX-4471 from Quarkcorp", scope=CTX.scope)
     (n,) = shard.put_many(CTX, [n], embedder.encode([n.content]))
-    assert shard._recall.structure.keywords.search(["quarkcorp"], [CTX.scope.key], 5)[0][0] == n.id
+    assert shard._recall.structure.keywords.search(tokens("quarkcorp"), [CTX.scope.key], 5)[0][0] == n.id
     shard.update(CTX, n.id, 1, {"content": "invoice ZX-9 from Helio"}, embedder.encode(["invoice ZX-9 from Helio"])[0])
     kw = shard._recall.structure.keywords
-    assert kw.search(["quarkcorp"], [CTX.scope.key], 5) == []
-    assert kw.search(["helio"], [CTX.scope.key], 5)[0][0] == n.id
+    assert kw.search(tokens("quarkcorp"), [CTX.scope.key], 5) == []
+    assert kw.search(tokens("helio"), [CTX.scope.key], 5)[0][0] == n.id
     shard.close()
     reopened = make_shard(tmp_path, name="kw")
-    assert reopened._recall.structure.keywords.search(["helio"], [CTX.scope.key], 5)[0][0] == n.id
+    assert reopened._recall.structure.keywords.search(tokens("helio"), [CTX.scope.key], 5)[0][0] == n.id
     reopened.delete(CTX, n.id)
-    assert reopened._recall.structure.keywords.search(["helio"], [CTX.scope.key], 5) == []
+    assert reopened._recall.structure.keywords.search(tokens("helio"), [CTX.scope.key], 5) == []
     reopened.close()

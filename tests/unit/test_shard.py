@@ -18,6 +18,7 @@ from memorybus import (
     ScopeViolation,
     VersionConflict,
 )
+from memorybus.retrieval import RecallOptions
 from memorybus.shard import Shard
 from memorybus.storage.sqlite import SqliteStore
 from memorybus.storage.vectors import EdgeVectorIndex
@@ -61,8 +62,11 @@ def test_put_search_get(shard, embedder):
     stored = put(shard, embedder, U1, ["The user codes in Rust", "Lunch was pasta", "Meeting at 3pm"])
     assert all(n.version == 1 for n in stored)
     hits = shard.search(U1, embedder.encode(["which programming language"])[0], 2)
-    assert hits[0].node.content == "The user codes in Rust"
-    assert hits[0].score > hits[1].score
+    assert [h.node.content for h in hits] == ["The user codes in Rust"]  # the others do not match
+    everything = shard.search(U1, embedder.encode(["which programming language"])[0], 3,
+                              options=RecallOptions(min_relevance=0.0))  # fmt: skip
+    assert everything[0].node.content == "The user codes in Rust" and len(everything) == 3
+    assert everything[0].score > everything[1].score >= everything[2].score
     got = shard.get(U1, stored[0].id)
     assert got.content == "The user codes in Rust" and got.embedding is None
     assert shard.get(U1, stored[0].id, with_embedding=True).embedding.shape == (384,)
@@ -181,6 +185,24 @@ def test_recall_counts_access_and_flushes(shard, embedder, clock):
     stored = shard.store.get(n.id)
     assert stored.access_count == 2 and stored.last_accessed == pytest.approx(clock.now())
     assert stored.version == 1  # access is not a versioned write
+
+
+def test_pending_access_statistics_are_due_by_age_and_written_on_close(tmp_path, embedder, clock):
+    import time
+
+    s = Shard("shard-0", SqliteStore(tmp_path / "r.sqlite"), EdgeVectorIndex(tmp_path / "v", 384), dim=384,
+              clock=clock, touch_flush_seconds=2.0)  # fmt: skip
+    (n,) = put(s, embedder, U1, ["remember the milk"])
+    assert not s.touches_due()  # nothing pending
+    s.search(U1, embedder.encode(["milk"])[0], 1)
+    assert not s.touches_due()  # pending, but young
+    time.sleep(1.05)
+    assert s.touches_due()  # half the period old: the shard actor's timer queues a flush now
+    assert s.store.get(n.id).access_count == 0
+    s.close()  # shutdown: pending statistics are written
+    again = SqliteStore(tmp_path / "r.sqlite")
+    assert again.get(n.id).access_count == 1
+    again.close()
 
 
 def test_salience_and_status_shape_ranking(shard, embedder, clock):

@@ -1,0 +1,239 @@
+"""Recall's ranking inside a shard, in named stages over a :class:`Signals` record.
+
+Pure: no I/O, no model. Given the dense candidates (cosine from the vector
+index or the exact vector cache) and the keyword candidates (BM25), :func:`rank`
+
+1. **gathers** the candidates: dense and keyword ones, the thread neighbours of
+   the best of them, and facts the shard's knowledge graph links to the query;
+2. scores their **relevance** on a 0..1 scale: calibrated cosine and the share
+   of the query's keyword weight matched (``content``), read in the thread's
+   context (a reply inherits part of the relevance of the turn it answers);
+3. adds **structure**: how well the memory's thread answers the query, whether
+   the query names its speaker or source, how close its event time is to a
+   time the query names, how strongly the graph links it;
+4. **reranks**: relevant memories (relevance at or over ``min_relevance``) are
+   ordered by relevance, structure, salience, recency, importance and
+   confidence, on the score scale ``[min_relevance, 1]``; the others keep
+   their relevance (below ``min_relevance``) as their score, so nothing lifts an
+   irrelevant memory above a relevant one;
+5. **selects** the best ``limit`` whose relevance passes the recall's floor.
+
+Weights are :class:`~memorybus.config.RankingWeights`; ranking reads only
+declared fields of a memory (content, vector, thread, position, speaker,
+source, times, epistemic fields), never ``structured``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+
+import numpy as np
+
+from memorybus.config import RankingWeights
+from memorybus.model import SECONDS_PER_DAY, MemoryKind, MemoryNode, salience_array
+from memorybus.retrieval.hits import RecallHit
+from memorybus.retrieval.query import Query
+from memorybus.retrieval.signals import Signals, dense_relevance, either, fuse, keyword_relevance
+from memorybus.retrieval.structure import RecallIndex
+from memorybus.retrieval.timeparse import time_match
+
+
+def rank(
+    dense: Sequence[tuple[str, float]],
+    keyword: Sequence[tuple[str, float]],
+    nodes: Mapping[str, MemoryNode],
+    structure: RecallIndex,
+    query: Query | None,
+    weights: RankingWeights,
+    now: float,
+    accept: Callable[[MemoryNode], bool],
+    vector: np.ndarray | None = None,
+    *,
+    query_weight: float = 0.0,
+    limit: int | None = None,
+    linked: Mapping[str, float] | None = None,
+    timed: Sequence[str] = (),
+    min_relevance: float | None = None,
+) -> list[RecallHit]:
+    """The candidates as hits, best first (ties by id): the best ``limit`` (all when None)
+    whose relevance is at least ``min_relevance`` (default ``weights.min_relevance``).
+
+    ``query_weight``: the query's full keyword weight (``KeywordIndex.weight``);
+    ``linked``: memories the knowledge graph links to the query, with their link
+    strength; ``timed``: memories inside a time the query names.
+    With the query ``vector``, every candidate gets its exact cosine from the
+    shard's vector cache. The hits hold the shard's node objects: copy before
+    handing them out.
+    """
+    w = weights
+    if linked:  # the graph lifts facts; conversation turns are left to the thread structure
+        linked = {i: g for i, g in linked.items() if i in nodes and nodes[i].kind is not MemoryKind.EPISODIC}
+    sig = gather(dense, keyword, nodes, structure, w, accept, vector, linked, query_weight, timed)
+    if not len(sig):
+        return []
+    score_relevance(sig, structure, w, query_weight)
+    if w.hybrid:
+        score_structure(sig, nodes, structure, query, w, vector, linked)
+    rerank(sig, nodes, now, w)
+    floor = w.min_relevance if min_relevance is None else min_relevance
+    return select(sig, nodes, floor, limit)
+
+
+# ------------------------------------------------------------------- 1. gather
+def gather(
+    dense: Sequence[tuple[str, float]],
+    keyword: Sequence[tuple[str, float]],
+    nodes: Mapping[str, MemoryNode],
+    structure: RecallIndex,
+    w: RankingWeights,
+    accept: Callable[[MemoryNode], bool],
+    vector: np.ndarray | None,
+    linked: Mapping[str, float] | None,
+    query_weight: float = 0.0,
+    timed: Sequence[str] = (),
+) -> Signals:
+    """The candidates and their raw evidence (exact cosine, BM25)."""
+    cos = {i: s for i, s in dense if i in nodes and accept(nodes[i])}
+    bm = {i: s for i, s in keyword if i in nodes and accept(nodes[i])} if w.hybrid else {}
+    ids = list(dict.fromkeys([*cos, *bm]))
+    if w.hybrid and timed:
+        ids += [i for i in dict.fromkeys(timed) if i not in cos and i not in bm and i in nodes and accept(nodes[i])]
+    if not ids or not w.hybrid:
+        return Signals.of(ids, np.array([cos[i] for i in ids], dtype=np.float64), np.zeros(len(ids)))
+    extra: list[str] = []
+    # thread neighbours of the best candidates (replies, follow-ups) are candidates too
+    if w.neighbor_candidates > 0 and (w.neighbor or w.thread):
+        if vector is not None:
+            missing = [i for i in ids if i not in cos]
+            if missing:
+                cos.update(structure.vectors.scores(vector, missing))
+        first = np.array([cos.get(i, 0.0) for i in ids], dtype=np.float64)
+        content = fuse(dense_relevance(first, w), keyword_relevance(
+            np.array([bm.get(i, 0.0) for i in ids], dtype=np.float64), query_weight), w)  # fmt: skip
+        order = np.lexsort((np.arange(len(ids)), -content))[: w.neighbor_candidates]
+        best = [ids[x] for x in order.tolist()]
+        seen = set(ids)
+        for i in best:
+            for j in structure.adjacent(i):
+                if j not in seen and j in nodes and accept(nodes[j]):
+                    seen.add(j)
+                    extra.append(j)
+    # facts the knowledge graph links to the query's entities
+    if linked and w.graph:
+        seen = set(ids) | set(extra)
+        for j in linked:
+            node = nodes.get(j)
+            if j not in seen and node is not None and accept(node):
+                seen.add(j)
+                extra.append(j)
+    ids += extra
+    if vector is not None:
+        missing = [i for i in ids if i not in cos]
+        if missing:
+            cos.update(structure.vectors.scores(vector, missing))
+    cosine = np.array([cos.get(i, 0.0) for i in ids], dtype=np.float64)
+    return Signals.of(ids, cosine, np.array([bm.get(i, 0.0) for i in ids], dtype=np.float64))
+
+
+# ---------------------------------------------------------------- 2. relevance
+def score_relevance(sig: Signals, structure: RecallIndex, w: RankingWeights, query_weight: float) -> None:
+    """``dense``, ``keyword``, ``content``, ``context`` and ``relevance`` (all 0..1)."""
+    sig.dense = dense_relevance(sig.cosine, w)
+    if not w.hybrid:
+        sig.content = sig.relevance = sig.dense
+        return
+    sig.keyword = keyword_relevance(sig.bm25, query_weight)
+    sig.content = fuse(sig.dense, sig.keyword, w)
+    if w.neighbor:
+        at = {i: x for x, i in enumerate(sig.ids)}
+        content = sig.content
+        for x, i in enumerate(sig.ids):
+            near = [content[at[j]] for j in structure.adjacent(i) if j in at]
+            if near:
+                sig.context[x] = max(near)
+    sig.relevance = either(sig.content, w.neighbor * sig.context)
+
+
+# ---------------------------------------------------------------- 3. structure
+def score_structure(
+    sig: Signals,
+    nodes: Mapping[str, MemoryNode],
+    structure: RecallIndex,
+    query: Query | None,
+    w: RankingWeights,
+    vector: np.ndarray | None,
+    linked: Mapping[str, float] | None,
+) -> None:
+    """``thread``, ``speaker``, ``time`` and ``graph`` (all 0..1)."""
+    ids = sig.ids
+    if w.thread:
+        _thread_relevance(sig, structure, w, vector)
+    if query is not None and w.speaker and query.term_set:
+        sig.speaker = np.array([1.0 if query.names(structure.names(i)) else 0.0 for i in ids])
+    if query is not None and query.windows and w.time:
+        windows = list(query.windows)
+        close = np.array([time_match(windows, nodes[i].valid_from, w.time_slack_days) for i in ids])
+        if close.max(initial=0.0) > 0:  # only when the named time is among the candidates
+            sig.time = close
+    if linked and w.graph:
+        sig.graph = np.array([float(linked.get(i, 0.0)) for i in ids])
+
+
+def _thread_relevance(sig: Signals, structure: RecallIndex, w: RankingWeights, vector: np.ndarray | None) -> None:
+    """A thread that answers the query lifts its members: its best member's relevance,
+    with its centroid's cosine (the thread as a whole), relative to the best thread."""
+    threads = [structure.thread(i) for i in sig.ids]
+    best: dict[str, float] = {}
+    for t, r in zip(threads, sig.relevance.tolist(), strict=True):
+        if t is not None and r > best.get(t, -1.0):
+            best[t] = r
+    if not best:
+        return
+    whole: dict[str, float] = {}
+    if w.thread_centroid and vector is not None:
+        cos = structure.thread_scores(vector, list(best))
+        if cos:
+            top, span = max(cos.values()), w.dense_full - w.dense_zero
+            whole = {t: max(0.0, 1.0 - (top - c) / span) for t, c in cos.items()}
+    per_thread = {t: 1.0 - (1.0 - b) * (1.0 - w.thread_centroid * whole.get(t, 0.0)) for t, b in best.items()}
+    sig.thread = np.array([per_thread[t] if t is not None else 0.0 for t in threads])
+
+
+# ------------------------------------------------------------------- 4. rerank
+def rerank(sig: Signals, nodes: Mapping[str, MemoryNode], now: float, w: RankingWeights) -> None:
+    """The score: relevant memories on ``[min_relevance, 1]`` by relevance, structure and
+    salience; the others at their relevance (below ``min_relevance``)."""
+    n = len(sig)
+    members = [nodes[i] for i in sig.ids]
+    conf = np.fromiter((m.confidence for m in members), dtype=np.float64, count=n)
+    access = np.fromiter((m.access_count for m in members), dtype=np.float64, count=n)
+    last = np.fromiter((m.last_accessed for m in members), dtype=np.float64, count=n)
+    decay = np.fromiter((m.decay_rate for m in members), dtype=np.float64, count=n)
+    imp = np.fromiter((m.importance for m in members), dtype=np.float64, count=n)
+    created = np.fromiter((m.created_at for m in members), dtype=np.float64, count=n)
+    sal = np.minimum(1.0, salience_array(conf, access, last, decay, imp, now))
+    age_days = np.maximum(0.0, now - created) / SECONDS_PER_DAY
+    recency = np.exp(-math.log(2) * age_days / max(1e-9, w.recency_half_life_days))
+    structure_weights = (w.thread, w.speaker, w.time, w.graph) if w.hybrid else (0.0, 0.0, 0.0, 0.0)
+    lift = sum(k * s for k, s in zip(structure_weights, (sig.thread, sig.speaker, sig.time, sig.graph), strict=True))
+    base = (sig.relevance + lift) * (1.0 - w.salience + w.salience * sal)
+    base = base + w.recency * recency + w.importance * (imp - 1.0) / 9.0 + w.confidence * conf
+    top = 1.0 + sum(structure_weights) + w.recency + w.importance + w.confidence
+    floor = w.min_relevance
+    sig.score = np.where(sig.relevance >= floor, floor + (1.0 - floor) * np.clip(base / top, 0.0, 1.0),
+                         np.minimum(sig.relevance, np.nextafter(floor, 0.0)))  # fmt: skip
+
+
+# ------------------------------------------------------------------- 5. select
+def select(sig: Signals, nodes: Mapping[str, MemoryNode], floor: float, limit: int | None) -> list[RecallHit]:
+    """The hits whose relevance reaches ``floor``, best score first (ties by id)."""
+    keep = [x for x in range(len(sig)) if sig.relevance[x] >= floor]
+    keep.sort(key=lambda x: (-sig.score[x], sig.ids[x]))
+    if limit is not None:
+        keep = keep[:limit]
+    return [
+        RecallHit(nodes[sig.ids[x]], float(sig.score[x]), float(sig.relevance[x]), "match", None, sig.report(x))
+        for x in keep
+    ]
+
