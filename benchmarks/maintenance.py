@@ -77,8 +77,9 @@ def main() -> int:
 
     data = args.data_dir or tempfile.mkdtemp(prefix="mbmaint-")
     result: dict[str, object] = {"nodes": args.nodes, "shards": args.shards}
+    # the sweeps run a day or two ahead: the config allows that much injected future
     cfg = mb.Config.embedded(data, num_shards=args.shards, namespace=f"maint_{uuid.uuid4().hex[:6]}",
-                             shard_num_cpus=0.0)
+                             shard_num_cpus=0.0, maintenance_max_future_seconds=3 * 86400.0)
     bus = mb.connect(cfg, num_cpus=2, include_dashboard=False, log_to_driver=False)
     try:
         rng = np.random.default_rng(0)
@@ -88,18 +89,18 @@ def main() -> int:
         t = time.perf_counter()
         chunk = 5000
         pending = []
+        org = "bench"  # one org, a user scope per shard: one scoped sweep covers them all
         for s_idx, shard in enumerate(shards):
-            ctx = mb.Context(f"org{s_idx}")
-            # find an org whose scope this shard owns
-            org = next(f"org{s_idx}-{k}" for k in range(10_000)
-                       if bus.router.shard_for(mb.Scope(f"org{s_idx}-{k}").key) == s_idx)
-            ctx = mb.Context(org)
+            # find a user whose scope this shard owns
+            user = next(f"user{s_idx}-{k}" for k in range(10_000)
+                        if bus.router.shard_for(mb.Scope(org, f"user{s_idx}-{k}").key) == s_idx)
+            ctx = mb.Context(org, user)
             for start in range(0, per, chunk):
                 n = min(chunk, per - start)
                 stale = rng.random(n) < args.stale
                 age = np.where(stale, 120.0, rng.uniform(0, 5, n)) * 86400.0
                 nodes = [
-                    MemoryNode(content=f"record {s_idx}-{start + i}", scope=mb.Scope(org),
+                    MemoryNode(content=f"record {s_idx}-{start + i}", scope=mb.Scope(org, user),
                                created_at=now - age[i], last_accessed=now - age[i], valid_from=now - age[i],
                                importance=float(rng.integers(1, 8)), confidence=float(rng.uniform(0.5, 1.0)))
                     for i in range(n)
@@ -115,14 +116,14 @@ def main() -> int:
 
         t = time.perf_counter()
         # a sweep a day later: the stale share (untouched for 120 days) falls below the threshold
-        status = bus.run_decay(now=now + 86400.0)
+        status = bus.run_decay(mb.Context(org), now=now + 86400.0)
         result["decay"] = {
             "seconds": time.perf_counter() - t,
             "actor_seconds": status["last_duration"],
             **status["last_counts"],
         }
         t = time.perf_counter()
-        status = bus.run_decay(now=now + 2 * 86400.0)
+        status = bus.run_decay(mb.Context(org), now=now + 2 * 86400.0)
         result["decay_second_sweep"] = {"seconds": time.perf_counter() - t, **status["last_counts"]}
 
         # consolidation throughput on real text
@@ -134,7 +135,7 @@ def main() -> int:
         ]
         bus.remember_many(items, ctx)
         t = time.perf_counter()
-        status = bus.run_consolidation(now=time.time(), scopes=[ctx.scope.key])
+        status = bus.run_consolidation(ctx, now=time.time(), scopes=[ctx.scope.key])
         secs = time.perf_counter() - t
         counts = status["last_counts"]
         result["consolidation"] = {

@@ -13,13 +13,13 @@ from memorybus.actors import runtime
 from memorybus.actors.runtime import Op
 from memorybus.bus.conflicts import Strategy
 from memorybus.bus.routing import partition_of
-from memorybus.errors import InvalidMemory, InvalidRequest
+from memorybus.errors import InvalidMemory, InvalidRequest, ScopeViolation
 from memorybus.events import Event
 from memorybus.model import MemoryKind, MemoryNode
 from memorybus.scopes import Context, Level, Scope
 from memorybus.shard import FactResult
 from memorybus.shard.ops import new_op, tag_op
-from memorybus.validation import check_text
+from memorybus.validation import check_text, check_time
 
 if TYPE_CHECKING:
     from memorybus.config import Config
@@ -310,29 +310,59 @@ class MaintenanceClientMixin:
                 self._maintenance[kind] = actors.create_maintenance(self.config, kind)
         return self._maintenance[kind]
 
-    def run_decay(self, now: float | None = None) -> dict[str, Any]:
-        """One decay sweep over every shard now (or at the injected time ``now``)."""
+    def _check_now(self, now: object) -> float | None:
+        when = check_time("now", now, InvalidRequest, optional=True)
+        limit = self.config.maintenance_max_future_seconds
+        if when is not None and when > time.time() + limit:
+            raise InvalidRequest("now", f"is more than {limit:.0f} s in the future "
+                                        "(Config.maintenance_max_future_seconds)")
+        return when
+
+    def run_decay(self, context: Context, now: float | None = None) -> dict[str, Any]:
+        """One decay sweep, over every shard, of the memories whose scope ``context``
+        manages (an org context: its whole org; a user context: that user's scopes; see
+        :meth:`~memorybus.scopes.Context.manages`), now or at ``now`` (epoch seconds, at
+        most ``Config.maintenance_max_future_seconds`` ahead). Returns this run's counts."""
+        _check_context(context)
+        when = self._check_now(now)
         actor = self._maintenance_actor("decay")
-        return dict(runtime.run_sync(runtime.iter_refs([actor.run_once.remote(now)]), 600)[0])
+        return dict(runtime.run_sync(runtime.iter_refs([actor.run_once.remote(when, context)]), 600)[0])
 
     def run_consolidation(
         self,
+        context: Context,
         now: float | None = None,
         *,
         scopes: list[str] | None = None,
         due_only: bool = False,
         pause_before_apply: float = 0.0,
     ) -> dict[str, Any]:
-        """One consolidation run over every shard (``due_only``: only scopes whose new
-        episodic importance passed the reflection threshold)."""
+        """One consolidation run, over every shard, of the scopes ``context`` manages
+        (``scopes``: only these scope keys, each one ``context`` manages; ``due_only``:
+        only scopes whose new episodic importance passed the reflection threshold)."""
+        _check_context(context)
+        when = self._check_now(now)
+        if scopes is not None:
+            if isinstance(scopes, str) or not all(isinstance(k, str) for k in scopes):
+                raise InvalidRequest("scopes", "must be a list of scope keys")
+            if not all(context.manages(Scope.from_key(k)) for k in scopes):
+                raise ScopeViolation("consolidate")
+            scopes = list(scopes)
+        if isinstance(pause_before_apply, bool) or not isinstance(pause_before_apply, int | float) \
+                or not 0 <= pause_before_apply <= 600:
+            raise InvalidRequest("pause_before_apply", "must be between 0 and 600 seconds")
         actor = self._maintenance_actor("consolidation")
-        ref = actor.run_once.remote(now, scopes=scopes, due_only=due_only, pause_before_apply=pause_before_apply)
+        ref = actor.run_once.remote(when, context, scopes=scopes, due_only=bool(due_only),
+                                    pause_before_apply=pause_before_apply)
         return dict(runtime.run_sync(runtime.iter_refs([ref]), 600)[0])
 
     def schedule_maintenance(
         self, decay_interval: float | None = None, consolidation_interval: float | None = None
     ) -> None:
-        """Start the periodic decay and consolidation runs (intervals from config by default)."""
+        """Start the periodic decay and consolidation runs (intervals from config by default).
+
+        The schedule is the operator's: its runs cover every scope, at the actors' own
+        clock (no injected time)."""
         refs = [
             self._maintenance_actor("decay").start.remote(decay_interval),
             self._maintenance_actor("consolidation").start.remote(consolidation_interval),

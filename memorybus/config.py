@@ -256,6 +256,9 @@ class Config:
     #: seconds a shard keeps the record of each write's operation id: a re-execution or a
     #: retry with the same ``op_id`` within this window answers the first outcome
     op_retention_seconds: float = 86400.0
+    #: how far ahead of the clock ``run_decay``/``run_consolidation`` may be told it is
+    #: (``now=``); raise it only to simulate time passing (tests, simulations)
+    maintenance_max_future_seconds: float = 300.0
 
     def __post_init__(self) -> None:
         resolve_hook(self.bus.judge, "bus.judge")  # a bad import path fails here, not in a shard
@@ -302,6 +305,8 @@ class Config:
             raise ConfigError("op_retention_seconds", "must be between 60 seconds and a year")
         if self.max_content_chars < 1 or self.max_batch < 1 or self.ingest_chunk < 1:
             raise ConfigError("limits", "max_content_chars, max_batch, ingest_chunk must be >= 1")
+        if not 0 <= self.maintenance_max_future_seconds <= 1e11:
+            raise ConfigError("maintenance_max_future_seconds", "must be between 0 and 1e11")
         if self.max_tags < 0 or self.max_structured_bytes < 1:
             raise ConfigError("limits", "max_tags must be >= 0 and max_structured_bytes >= 1")
 

@@ -2,8 +2,13 @@
 
 They only sleep and call: the decisions are the pure functions of
 :mod:`memorybus.maintenance`, applied by each shard to the records it owns. Each
-run covers all shards in parallel. ``run_once(now=...)`` takes an injected time,
-so tests simulate weeks in milliseconds.
+run covers all shards in parallel. ``run_once(now=..., within=ctx)`` takes an
+injected time and the context whose scopes it may manage (each shard sweeps only
+those: :meth:`~memorybus.scopes.Context.manages`); the schedule's own runs
+(``within=None``) cover every scope with the actor's clock. ``now`` must be a
+time in ``[0, MAX_TIME]`` no later than the clock plus
+``Config.maintenance_max_future_seconds`` (300 s by default: a simulation that
+runs maintenance weeks ahead raises it in its config).
 """
 
 from __future__ import annotations
@@ -20,9 +25,11 @@ from ray.util import metrics
 
 from memorybus.clock import Clock, SystemClock
 from memorybus.config import Config, resolve_hook
+from memorybus.errors import InvalidRequest
 from memorybus.maintenance import Cluster, ConsolidationPolicy, DecayPolicy, RunStatus, extractive_summary
 from memorybus.model import MemoryNode
-from memorybus.scopes import shard_name
+from memorybus.scopes import Context, shard_name
+from memorybus.validation import check_time
 
 
 def _shards(config: Config) -> list[Any]:
@@ -48,14 +55,35 @@ class _Scheduled:
         self._errors = metrics.Counter(f"memorybus_{self.kind}_errors", "failed runs", tag_keys=("namespace",))
         self._tags = tags
 
-    async def _run(self, now: float) -> dict[str, int]:
+    async def _run(self, now: float, within: Context | None = None) -> dict[str, int]:
         raise NotImplementedError
 
-    async def run_once(self, now: float | None = None, **kw: Any) -> dict[str, Any]:
-        when = self.clock.now() if now is None else float(now)
+    def _when(self, now: object) -> float:
+        """The run's time: the clock's, or ``now`` if it is a representable time no later
+        than the clock plus the configured tolerance (InvalidRequest otherwise)."""
+        clock = self.clock.now()
+        if now is None:
+            return clock
+        when = check_time("now", now, InvalidRequest)
+        assert when is not None
+        if when > clock + self.config.maintenance_max_future_seconds:
+            raise InvalidRequest(
+                "now", f"is {when - clock:.0f} s in the future (at most "
+                f"{self.config.maintenance_max_future_seconds:.0f} s: Config.maintenance_max_future_seconds)"
+            )
+        return when
+
+    async def run_once(self, now: float | None = None, within: Context | None = None, **kw: Any) -> dict[str, Any]:
+        """One run at ``now`` over the scopes ``within`` manages (None: every scope).
+
+        Returns the actor's status for a full run, and for a scoped run the same
+        fields describing that run alone (nothing about other orgs)."""
+        when = self._when(now)
+        if within is not None and not isinstance(within, Context):
+            raise InvalidRequest("context", "must be a Context")
         started = time.perf_counter()
         try:
-            counts = await self._run(when, **kw)
+            counts = await self._run(when, within=within, **kw)
         except Exception as exc:
             self.status_.failed(when, time.perf_counter() - started, repr(exc))
             self._errors.inc(1, tags=self._tags)
@@ -67,7 +95,11 @@ class _Scheduled:
         for what, n in counts.items():
             if n:
                 self._items.inc(n, tags={**self._tags, "what": what})
-        return self.status_.as_dict()
+        if within is None:
+            return self.status_.as_dict()
+        alone = RunStatus(self.kind)
+        alone.succeeded(when, duration, counts)
+        return alone.as_dict()
 
     async def _loop(self, interval: float) -> None:
         while True:
@@ -99,9 +131,11 @@ class DecayActor(_Scheduled):
         self.policy = policy or config.decay
         self.interval = self.policy.interval_seconds
 
-    async def _run(self, now: float) -> dict[str, int]:
+    async def _run(self, now: float, within: Context | None = None) -> dict[str, int]:
         op = uuid.uuid4().hex  # one sweep: a shard re-running it (Ray retry) answers from its record
-        parts = await asyncio.gather(*(s.decay_sweep.remote(now, self.policy, op) for s in _shards(self.config)))
+        parts = await asyncio.gather(
+            *(s.decay_sweep.remote(now, self.policy, op, within) for s in _shards(self.config))
+        )
         total = {"scanned": 0, "archived": 0, "expired": 0}
         for part in parts:
             for k, v in part.items():
@@ -139,13 +173,14 @@ class ConsolidationActor(_Scheduled):
     async def _run(
         self,
         now: float,
+        within: Context | None = None,
         scopes: Sequence[str] | None = None,
         due_only: bool = False,
         pause_before_apply: float = 0.0,
     ) -> dict[str, int]:
         shards = _shards(self.config)
         plans: list[list[Cluster]] = await asyncio.gather(
-            *(s.consolidation_plan.remote(now, self.policy, scopes, due_only) for s in shards)
+            *(s.consolidation_plan.remote(now, self.policy, scopes, due_only, within) for s in shards)
         )
         work = [(shard, c) for shard, clusters in zip(shards, plans, strict=True) for c in clusters]
         counts = {"clusters": len(work), "consolidated": 0, "sources": 0, "contradictions": 0}
@@ -161,7 +196,7 @@ class ConsolidationActor(_Scheduled):
         results = await asyncio.gather(
             *(
                 shard.apply_consolidation.remote(
-                    [m.id for m in c.members], text, vectors[i], now, self.policy, uuid.uuid4().hex
+                    [m.id for m in c.members], text, vectors[i], now, self.policy, uuid.uuid4().hex, within
                 )
                 for i, ((shard, c), text) in enumerate(zip(work, texts, strict=True))
             )
@@ -173,5 +208,5 @@ class ConsolidationActor(_Scheduled):
                 counts["contradictions"] += len(sem.contradicts)
         return counts
 
-    async def run_once(self, now: float | None = None, **kw: Any) -> dict[str, Any]:
-        return await super().run_once(now, **kw)
+    async def run_once(self, now: float | None = None, within: Context | None = None, **kw: Any) -> dict[str, Any]:
+        return await super().run_once(now, within, **kw)

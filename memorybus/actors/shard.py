@@ -137,13 +137,20 @@ class ShardActor:
         vecs = None if vectors is None else np.asarray(vectors)[rows]
         return self._s().assert_facts(context, nodes, vecs, strategy, op=op)
 
-    def decay_sweep(self, now: float, policy: DecayPolicy, op: str | None = None) -> dict[str, int]:
-        return self._s().decay_sweep(now, policy, op=op)
+    def decay_sweep(
+        self, now: float, policy: DecayPolicy, op: str | None = None, within: Context | None = None
+    ) -> dict[str, int]:
+        return self._s().decay_sweep(now, policy, op=op, within=within)
 
     def consolidation_plan(
-        self, now: float, policy: ConsolidationPolicy, scopes: list[str] | None, due_only: bool
+        self,
+        now: float,
+        policy: ConsolidationPolicy,
+        scopes: list[str] | None,
+        due_only: bool,
+        within: Context | None = None,
     ) -> list[Cluster]:
-        return self._s().consolidation_plan(now, policy, scopes, due_only)
+        return self._s().consolidation_plan(now, policy, scopes, due_only, within=within)
 
     def apply_consolidation(
         self,
@@ -153,8 +160,9 @@ class ShardActor:
         now: float,
         policy: ConsolidationPolicy,
         op: str | None = None,
+        within: Context | None = None,
     ) -> MemoryNode | None:
-        return self._s().apply_consolidation(member_ids, text, vector, now, policy, op=op)
+        return self._s().apply_consolidation(member_ids, text, vector, now, policy, op=op, within=within)
 
     def current_fact(self, context: Context, key: str, scope: Scope) -> MemoryNode | None:
         return self._s().current_fact(context, key, scope)

@@ -28,6 +28,13 @@ from memorybus.storage.base import WriteBatch
 _SYSTEM = "system"
 
 
+def _managed(nodes: Iterable[MemoryNode], within: Context | None) -> list[MemoryNode]:
+    """The nodes whose scope ``within`` manages (all of them for None)."""
+    if within is None:
+        return list(nodes)
+    return [n for n in nodes if within.manages(n.scope)]
+
+
 class MaintenanceMixin(_ShardState):
     # ---------------------------------------------------------------- broadcast
     def broadcast_source(self, context: Context, memory_id: str, to: Level | str) -> MemoryNode:
@@ -110,12 +117,20 @@ class MaintenanceMixin(_ShardState):
         return Event(kind, node.without_embedding(), now, actor, 0, data)
 
     def decay_sweep(
-        self, now: float, policy: DecayPolicy, chunk: int = 2000, *, op: str | None = None
+        self,
+        now: float,
+        policy: DecayPolicy,
+        chunk: int = 2000,
+        *,
+        op: str | None = None,
+        within: Context | None = None,
     ) -> dict[str, int]:
         """Archive memories whose salience fell below the policy's threshold and remove
         working memories past their TTL, from store and index, with an event each.
 
-        Archived memories are kept (status ``archived``): default recall skips them,
+        ``within``: only memories whose scope that context manages
+        (:meth:`~memorybus.scopes.Context.manages`); None sweeps every memory (the
+        scheduled, operator-wide run). Archived memories are kept (status ``archived``): default recall skips them,
         ``include_archived=True`` finds them. Each chunk is one atomic commit with its
         own operation record (``op/<n>``, the counts so far); the last one records
         ``op`` itself. A re-execution answers the first outcome, and one that finds a
@@ -131,7 +146,7 @@ class MaintenanceMixin(_ShardState):
             if not done:
                 break
             archived, expired, first = answer["archived"], answer["expired"], first + 1
-        plan = plan_decay(list(self._nodes.values()), now, policy)
+        plan = plan_decay(_managed(self._nodes.values(), within), now, policy)
         steps = [("archive", plan.archive[i : i + chunk]) for i in range(0, len(plan.archive), chunk)]
         steps += [("expire", plan.expire[i : i + chunk]) for i in range(0, len(plan.expire), chunk)]
         for n, (what, planned) in enumerate(steps):
@@ -172,14 +187,21 @@ class MaintenanceMixin(_ShardState):
         return apply
 
     def consolidation_plan(
-        self, now: float, policy: ConsolidationPolicy, scopes: Sequence[str] | None = None, due_only: bool = False
+        self,
+        now: float,
+        policy: ConsolidationPolicy,
+        scopes: Sequence[str] | None = None,
+        due_only: bool = False,
+        *,
+        within: Context | None = None,
     ) -> list[Cluster]:
         """Clusters of recent episodic memories, per scope, ready to consolidate.
 
         ``scopes`` limits the scopes; ``due_only`` takes only scopes whose new episodic
-        memories' importance reached ``policy.reflect_importance`` (the reflection trigger).
+        memories' importance reached ``policy.reflect_importance`` (the reflection trigger);
+        ``within``: only scopes that context manages (None: every scope).
         """
-        candidates = recent_episodic(list(self._nodes.values()), now, policy)
+        candidates = recent_episodic(_managed(self._nodes.values(), within), now, policy)
         by_scope: dict[str, list[str]] = {}
         for n in candidates:
             by_scope.setdefault(n.scope.key, []).append(n.id)
@@ -201,18 +223,22 @@ class MaintenanceMixin(_ShardState):
         policy: ConsolidationPolicy,
         *,
         op: str | None = None,
+        within: Context | None = None,
     ) -> MemoryNode | None:
         """Turn a cluster into one semantic memory, atomically: the new memory and the
         sources' change to ``consolidated`` (faster decay, ``children`` link) commit
         together. Idempotent: the semantic memory's id derives from its sources, and
         sources already consolidated are not consolidated again. Returns the semantic
         memory, or None when nothing was left to do. A re-execution (same ``op``)
-        answers the first outcome."""
+        answers the first outcome. ``within``: every source must be in a scope that
+        context manages, else ScopeViolation and nothing changes."""
         call = self._op_call("consolidate", _SYSTEM, op)
         done, answer = self._recorded(call)
         if done:
             return answer
         stored = [n for n in self.store.get_many(sorted(member_ids)) if n is not None]
+        if within is not None and not all(within.manages(n.scope) for n in stored):
+            raise ScopeViolation("consolidate")
         members = [n for n in stored if n.status is MemoryStatus.ACTIVE and n.kind is MemoryKind.EPISODIC]
         cluster = Cluster(stored[0].scope.key if stored else "", sorted(stored, key=lambda n: n.id), np.zeros(1))
         existing = self._nodes.get(cluster.semantic_id())

@@ -25,10 +25,13 @@ def bus(ray_local, tmp_path_factory):
 def test_decay_actor_sweeps_every_shard(bus):
     o = f"org{uuid.uuid4().hex[:6]}"
     ctxs = [Context(o, f"u{i}") for i in range(12)]
-    low = [bus.remember(f"user {i} had toast at breakfast", c, importance=2) for i, c in enumerate(ctxs)]
-    keep = [bus.remember(f"user {i} is allergic to penicillin", c, importance=9) for i, c in enumerate(ctxs)]
+    then = time.time() - 90 * DAY  # untouched for 90 days
+    low = [bus.remember(f"user {i} had toast at breakfast", c, importance=2, created_at=then)
+           for i, c in enumerate(ctxs)]
+    keep = [bus.remember(f"user {i} is allergic to penicillin", c, importance=9, created_at=then)
+            for i, c in enumerate(ctxs)]
     assert len({bus.router.shard_for(n.scope.key) for n in low}) == 2
-    status = bus.run_decay(now=time.time() + 90 * DAY)
+    status = bus.run_decay(Context(o))
     assert status["last_counts"]["archived"] >= 12 and status["runs"] == 1 and not status["errors"]
     for c, n, k in zip(ctxs, low, keep, strict=True):
         assert bus.get(n.id, c).status is MemoryStatus.ARCHIVED
@@ -53,13 +56,13 @@ def test_consolidation_actor_killed_mid_run_then_rerun_yields_one(bus):
     deadline = time.time() + 60
     while True:  # the restarted actor
         try:
-            status = bus.run_consolidation()
+            status = bus.run_consolidation(Context(o))
             break
         except mb.StoreUnavailable:
             assert time.time() < deadline
             time.sleep(0.5)
     assert status["last_counts"]["consolidated"] == 1
-    again = bus.run_consolidation()
+    again = bus.run_consolidation(Context(o))
     assert again["last_counts"]["consolidated"] == 0
     semantic = bus.recall("why did the production deploy fail?", ctx, k=50, kinds=[MemoryKind.SEMANTIC])
     assert len(semantic) == 1 and len(semantic[0].node.parents) == 20
@@ -85,3 +88,57 @@ def test_a_summarizer_named_in_the_config_writes_the_summary(bus):
     assert status["last_counts"]["consolidated"] == 1
     (semantic,) = bus.recall("why did the production deploy fail?", ctx, k=50, kinds=[MemoryKind.SEMANTIC])
     assert semantic.content.startswith(f"Summary of {len(PARAPHRASES)} notes: ")
+
+
+def test_maintenance_is_scoped_to_what_the_caller_manages(bus):
+    """run_decay/run_consolidation touch only the scopes the caller manages (its org, or
+    its user's scopes), and refuse a ``now`` far in the future (issue 10, item 4)."""
+    a, b = f"orgA{uuid.uuid4().hex[:6]}", f"orgB{uuid.uuid4().hex[:6]}"
+    then = time.time() - 400 * DAY
+
+    def populate(o):
+        stale = {u: bus.remember(f"{u} of {o} had toast long ago", Context(o, u), importance=2, created_at=then)
+                 for u in ("u0", "u1", "u2")}
+        stale["org"] = bus.remember(f"{o} moved offices long ago", Context(o), importance=2, created_at=then)
+        temp = bus.remember(f"{o} scratch note", Context(o, "u0"), kind="working", ttl=0.5)
+        return stale, temp
+
+    (a_stale, a_temp), (b_stale, b_temp) = populate(a), populate(b)
+    time.sleep(1.0)  # the working memories are past their TTL
+
+    def state(o, stale, temp):
+        out = {k: (bus.get(n.id, Context(o, k if k != "org" else "")).status.value) for k, n in stale.items()}
+        try:
+            bus.get(temp.id, Context(o, "u0"))
+            out["temp"] = "present"
+        except mb.MemoryNotFound:
+            out["temp"] = "gone"
+        return out
+
+    fresh = {"u0": "active", "u1": "active", "u2": "active", "org": "active", "temp": "present"}
+    with pytest.raises(mb.InvalidRequest):
+        bus.run_decay(Context(a), now=time.time() + 10 * 365 * DAY)
+    for bad in ("abc", float("nan"), float("inf"), -1.0):
+        with pytest.raises(mb.InvalidRequest):
+            bus.run_decay(Context(a), now=bad)
+    with pytest.raises(mb.InvalidRequest):  # the actor refuses it too, whoever calls it
+        ray.get(bus._maintenance_actor("decay").run_once.remote(time.time() + 10 * 365 * DAY, Context(a)))
+    with pytest.raises(mb.InvalidRequest):
+        bus.run_decay("not a context")
+    assert state(a, a_stale, a_temp) == fresh and state(b, b_stale, b_temp) == fresh
+
+    # a user manages only its own scopes
+    status = bus.run_decay(Context(b, "u1"))
+    assert status["last_counts"]["archived"] == 1 and status["runs"] == 1
+    assert state(b, b_stale, b_temp) == {**fresh, "u1": "archived"}
+    # an org manages its whole org, and nothing of another
+    status = bus.run_decay(Context(a))
+    assert status["last_counts"] == {"scanned": 5, "archived": 4, "expired": 1}
+    assert state(a, a_stale, a_temp) == {"u0": "archived", "u1": "archived", "u2": "archived",
+                                         "org": "archived", "temp": "gone"}
+    assert state(b, b_stale, b_temp) == {**fresh, "u1": "archived"}
+    with pytest.raises(mb.ScopeViolation):
+        bus.run_consolidation(Context(a, "u1"), scopes=[mb.Scope(b).key])
+    with pytest.raises(mb.ScopeViolation):
+        bus.run_consolidation(Context(a, "u1"), scopes=[mb.Scope(a).key])  # the org is not the user's
+    assert bus.run_consolidation(Context(a, "u1"), scopes=[mb.Scope(a, "u1").key])["runs"] == 1
