@@ -31,6 +31,7 @@ from memorybus.errors import (
     VersionConflict,
 )
 from memorybus.events import Event, EventFilter, EventKind
+from memorybus.ids import derived_id, new_id
 from memorybus.model import MemoryKind, MemoryNode, MemoryStatus, salience
 from memorybus.retrieval import RecallHit, RecallOptions
 from memorybus.scopes import Context, Level, Scope
@@ -76,5 +77,7 @@ __all__ = [
     "SystemClock",
     "VersionConflict",
     "connect",
+    "derived_id",
+    "new_id",
     "salience",
 ]

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import time
+import uuid
 from collections.abc import Iterable, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
@@ -466,25 +467,31 @@ class MemoryBus(BusClientMixin, SubscriptionClientMixin, MaintenanceClientMixin,
         """The shards that own the scopes ``context`` may see."""
         return sorted({self.router.shard_for(s.key) for s in context.visible_scopes()})
 
-    def _owners_then_rest(self, context: Context) -> tuple[list[int], list[int]]:
-        """The shards to ask for a memory by id: first those that own the context's
-        visible scopes (a memory it may see lives there), then the others (only to tell
-        a memory out of sight, ScopeViolation, from a missing one)."""
-        near = self._owners(context)
-        return near, [i for i in range(self.config.num_shards) if i not in near]
+    def _holder_op(self, context: Context, memory_id: str) -> Op[int]:
+        """The one shard that may hold ``memory_id``: the shard its bucket routes to (see
+        :mod:`memorybus.ids`). An id without a bucket (a store written before ids carried
+        one) is looked for on every shard, and only a single holder is acted on: the one
+        ``context`` may see when several hold it."""
+        _check_context(context)
+        _check_memory_id(memory_id)
+        routed = self.router.shard_for_id(memory_id)
+        if routed is not None:
+            return routed
+        results = yield Settled([h.get.remote(context, memory_id) for h in self._shard_handles()])
+        holders = [i for i, r in enumerate(results) if not isinstance(r, MemoryNotFound)]
+        if len(holders) > 1:
+            holders = [i for i in holders if not isinstance(results[i], BaseException)]
+            if len(holders) != 1:
+                raise InvalidRequest("memory_id", "is held by several shards (an id without its scope's bucket)")
+        if not holders:
+            raise MemoryNotFound(memory_id)
+        return holders[0]
 
     def _fanout_op(self, method: str, context: Context, memory_id: str, *args: Any) -> Op[Any]:
-        """Find the one shard that holds ``memory_id`` and call ``method`` there
-        (the shards in :meth:`_owners_then_rest` order)."""
-        _check_context(context)
-        if not isinstance(memory_id, str) or not memory_id:
-            raise InvalidRequest("memory_id", "must be a non-empty string")
-        handles = self._shard_handles()
-        near, rest = self._owners_then_rest(context)
-        results = yield Settled([getattr(handles[i], method).remote(context, memory_id, *args) for i in near])
-        if rest and all(isinstance(r, MemoryNotFound) for r in results):
-            results += yield Settled([getattr(handles[i], method).remote(context, memory_id, *args) for i in rest])
-        return runtime.pick_one(results, memory_id)
+        """Call ``method`` on the one shard that holds ``memory_id`` (:meth:`_holder_op`)."""
+        shard = yield from self._holder_op(context, memory_id)
+        (result,) = yield [getattr(self._shard_handles()[shard], method).remote(context, memory_id, *args)]
+        return result
 
     def _get_op(self, memory_id: str, context: Context) -> Op[MemoryNode]:
         node = yield from self._fanout_op("get", context, memory_id)
@@ -553,22 +560,10 @@ class MemoryBus(BusClientMixin, SubscriptionClientMixin, MaintenanceClientMixin,
             isinstance(expected_version, bool) or not isinstance(expected_version, int)
         ):
             raise InvalidRequest("expected_version", "must be an int or None")
-        _check_context(context)
-        if not isinstance(memory_id, str) or not memory_id:
-            raise InvalidRequest("memory_id", "must be a non-empty string")
-        handles = self._shard_handles()
-        for group in self._owners_then_rest(context):
-            if not group:
-                continue
-            results = yield Settled(
-                [handles[i].delete.remote(context, memory_id, expected_version, op) for i in group]
-            )
-            for r in results:
-                if isinstance(r, BaseException):
-                    raise r
-            if any(results):
-                return True
-        raise MemoryNotFound(memory_id)
+        deleted = yield from self._fanout_op("delete", context, memory_id, expected_version, op)
+        if not deleted:
+            raise MemoryNotFound(memory_id)
+        return True
 
     def forget(
         self, memory_id: str, context: Context, *, expected_version: int | None = None, op_id: str | None = None
@@ -622,6 +617,18 @@ class MemoryBus(BusClientMixin, SubscriptionClientMixin, MaintenanceClientMixin,
 def _check_context(context: object) -> None:
     if not isinstance(context, Context):
         raise InvalidRequest("context", f"must be a Context, got {type(context).__name__}")
+
+
+def _check_memory_id(memory_id: object) -> str:
+    """A memory id: a non-empty string; one that is no UUID names no memory."""
+    if not isinstance(memory_id, str) or not memory_id:
+        raise InvalidRequest("memory_id", "must be a non-empty string")
+    check_text("memory_id", memory_id, InvalidRequest)
+    try:
+        uuid.UUID(memory_id)
+    except ValueError:
+        raise MemoryNotFound(memory_id) from None
+    return memory_id
 
 
 def _enums(enum: Any, values: Sequence[Any] | None, name: str) -> list[Any]:

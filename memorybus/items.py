@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from memorybus import ids
 from memorybus.errors import InvalidMemory, InvalidRequest, ScopeViolation
 from memorybus.model import (
     DEFAULT_MAX_CONTENT_CHARS,
@@ -104,6 +105,9 @@ def build_memory(
         raise InvalidMemory("version", "a new memory must have version 0")
     if not node.scope.visible_to(context):
         raise ScopeViolation("write")
+    if not ids.fits(node.id, node.scope):
+        raise InvalidMemory("id", "is not an id of this memory's scope (ids carry their scope's routing "
+                            "bucket: memorybus.new_id(scope) or derived_id(scope, name))")
     return node
 
 

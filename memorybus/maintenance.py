@@ -6,17 +6,17 @@ functions decide, the shard commits. The scheduled actors only sleep and call.
 
 from __future__ import annotations
 
-import hashlib
 import math
 import re
-import uuid
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 
+from memorybus.ids import derived_id
 from memorybus.model import SECONDS_PER_DAY, MemoryKind, MemoryNode, MemoryStatus, salience_array
+from memorybus.scopes import Scope
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,9 +108,9 @@ class Cluster:
         return sorted(m.id for m in self.members)
 
     def semantic_id(self) -> str:
-        """Deterministic: the same sources always give the same semantic memory id."""
-        digest = hashlib.blake2b("\x1f".join(self.ids).encode(), digest_size=16).digest()
-        return str(uuid.UUID(bytes=digest, version=5))
+        """Deterministic: the same sources always give the same semantic memory id (an
+        id of the cluster's scope, see :mod:`memorybus.ids`)."""
+        return derived_id(Scope.from_key(self.scope_key), "consolidated:" + "\x1f".join(self.ids))
 
 
 def cluster_memories(nodes: Sequence[MemoryNode], policy: ConsolidationPolicy) -> list[Cluster]:

@@ -15,6 +15,7 @@ from typing import Any
 import msgpack
 import numpy as np
 
+from memorybus import ids
 from memorybus.errors import InvalidMemory
 from memorybus.scopes import Scope
 from memorybus.validation import check_time, is_text
@@ -41,9 +42,10 @@ class MemoryStatus(StrEnum):
     ARCHIVED = "archived"
 
 
-def new_id() -> str:
-    """A fresh memory id (a UUID4 string; also a valid vector-index point id)."""
-    return str(uuid.uuid4())
+def new_id(scope: Scope | None = None) -> str:
+    """A fresh memory id for ``scope`` (see :mod:`memorybus.ids`; a UUID string, also a
+    valid vector-index point id)."""
+    return ids.new_id(scope)
 
 
 RELATION_FIELDS = ("parents", "children", "related", "contradicts", "source_ids")
@@ -70,7 +72,7 @@ class MemoryNode:
 
     content: str
     scope: Scope
-    id: str = field(default_factory=new_id)
+    id: str = ""  # set from the scope when not given: a fresh id carrying its bucket
     kind: MemoryKind = MemoryKind.EPISODIC
     status: MemoryStatus = MemoryStatus.ACTIVE
     version: int = 0
@@ -102,6 +104,10 @@ class MemoryNode:
     position: int | None = None
     #: who said or wrote it: a person's name or an agent id such as ``agent:planner``
     speaker: str | None = None
+
+    def __post_init__(self) -> None:
+        if not self.id and isinstance(self.scope, Scope):
+            self.id = ids.new_id(self.scope)
 
     # ------------------------------------------------------------------ helpers
     def stamped(self, now: float | None = None) -> MemoryNode:

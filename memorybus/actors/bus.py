@@ -146,8 +146,10 @@ class BusActor:
         """Widen a memory: the owning shard checks and builds the copy, the shard of the
         wider scope stores it (idempotently)."""
         shards = self._shard_handles()
+        routed = self.router.shard_for_id(memory_id)  # the one shard that may hold it
+        asked = shards if routed is None else [shards[routed]]
         results = await asyncio.gather(
-            *(s.broadcast_source.remote(context, memory_id, to) for s in shards), return_exceptions=True
+            *(s.broadcast_source.remote(context, memory_id, to) for s in asked), return_exceptions=True
         )
         copy = pick_one(results, memory_id)
         target = shards[self.router.shard_for(copy.scope.key)]

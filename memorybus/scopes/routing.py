@@ -1,9 +1,14 @@
-"""Rendezvous (highest-random-weight) routing of scope keys to shards.
+"""Routing of scopes to shards: scope key -> bucket -> shard.
 
-Each scope key is owned by exactly one shard: the one whose hash with the key
-is highest. When the number of shards changes from N to M, a key moves only if
-its winner among the new set differs — for growth, only keys whose new winner
-is one of the added shards move.
+A scope key hashes to one of 65,536 *buckets* (:func:`bucket_of`); each bucket is
+owned by exactly one shard, chosen by rendezvous (highest-random-weight)
+hashing: the shard whose hash with the bucket is highest. When the number of
+shards changes from N to M, a bucket moves only if its winner among the new set
+differs (for growth: only buckets whose new winner is an added shard), and all
+scopes of a bucket move together.
+
+Memory ids carry their scope's bucket (:mod:`memorybus.ids`), so an id routes
+to the same shard as its scope: the one shard that may hold it.
 """
 
 from __future__ import annotations
@@ -11,9 +16,16 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Iterable, Sequence
 
+BUCKETS = 1 << 16
+
 
 def shard_name(index: int) -> str:
     return f"shard-{index}"
+
+
+def bucket_of(scope_key: str) -> int:
+    """The routing bucket of a scope key (16 bits of its hash)."""
+    return int.from_bytes(hashlib.blake2b(scope_key.encode(), digest_size=2).digest(), "big")
 
 
 def _weight(key: str, shard: str) -> int:
@@ -29,7 +41,8 @@ def owner(key: str, shards: Sequence[str]) -> str:
 
 
 class Router:
-    """Routes scope keys to ``num_shards`` shards named ``shard-0 .. shard-{n-1}``."""
+    """Routes scope keys (and memory ids) to ``num_shards`` shards named
+    ``shard-0 .. shard-{n-1}``."""
 
     def __init__(self, num_shards: int) -> None:
         if num_shards < 1:
@@ -37,9 +50,24 @@ class Router:
         self.num_shards = num_shards
         self.shards = [shard_name(i) for i in range(num_shards)]
         self._index = {name: i for i, name in enumerate(self.shards)}
+        self._of_bucket: dict[int, int] = {}
+
+    def shard_of_bucket(self, bucket: int) -> int:
+        shard = self._of_bucket.get(bucket)
+        if shard is None:
+            shard = self._of_bucket[bucket] = self._index[owner(f"bucket:{bucket}", self.shards)]
+        return shard
 
     def shard_for(self, scope_key: str) -> int:
-        return self._index[owner(scope_key, self.shards)]
+        return self.shard_of_bucket(bucket_of(scope_key))
+
+    def shard_for_id(self, memory_id: str) -> int | None:
+        """The one shard that may hold ``memory_id``; None for an id that carries no
+        bucket (written before ids did: any shard may hold it)."""
+        from memorybus.ids import bucket_of_id
+
+        bucket = bucket_of_id(memory_id)
+        return None if bucket is None else self.shard_of_bucket(bucket)
 
     def group(self, scope_keys: Iterable[str]) -> dict[int, list[str]]:
         """Scope keys grouped by owning shard index."""

@@ -9,6 +9,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
+from memorybus import ids
 from memorybus.bus.conflicts import Judge
 from memorybus.clock import Clock, SystemClock
 from memorybus.config import BusPolicy, GraphPolicy, RankingWeights
@@ -57,8 +58,12 @@ class Shard(OpsMixin, WritesMixin, FactsMixin, MaintenanceMixin):
         dedupe: bool = True,
         detect_contradictions: bool = True,
         graph: GraphPolicy | None = None,
+        owns: Callable[[str], bool] | None = None,
     ) -> None:
         self.name = name
+        #: whether this shard owns a scope key (None: every scope, for a shard used alone);
+        #: a new memory in a scope routed elsewhere is refused, so an id lives on one shard
+        self.owns = owns
         self.store = store
         self.index = index
         self.dim = dim
@@ -134,6 +139,11 @@ class Shard(OpsMixin, WritesMixin, FactsMixin, MaintenanceMixin):
             raise InvalidMemory("version", "a new memory must have version 0")
         node = self._validate(node)
         self._visible(node, context, "write")
+        if not ids.fits(node.id, node.scope):
+            raise InvalidMemory("id", "is not an id of this memory's scope (ids carry their scope's routing "
+                                "bucket: memorybus.new_id(scope) or derived_id(scope, name))")
+        if self.owns is not None and not self.owns(node.scope.key):
+            raise InvalidRequest("scope", f"is not routed to {self.name}")
         return evolve(node.stamped(now), version=1)
 
     # ------------------------------------------------------------------- reads

@@ -15,6 +15,7 @@ from memorybus.events import Event, EventKind
 from memorybus.model import MemoryNode, MemoryStatus, evolve
 from memorybus.scopes import Context, Scope
 from memorybus.shard.state import _content_hash, _ShardState
+from memorybus.shard.writes import check_source
 from memorybus.storage.base import SlotWrite, WriteBatch
 
 if TYPE_CHECKING:
@@ -82,6 +83,7 @@ class FactsMixin(_ShardState):
             if not isinstance(node, MemoryNode) or not node.key:
                 raise InvalidMemory("key", "a fact needs a key")
             new = self._prepare_new(node, None if vectors is None else vectors[i], context, now)
+            check_source(new.source)
             if self._is_authority(context):
                 new = evolve(new, tags=tuple(dict.fromkeys((*new.tags, AUTHORITY_TAG))))
             prepared.append(new)

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import numpy as np
 
 from memorybus.errors import InvalidRequest, MemoryNotFound, ScopeViolation
 from memorybus.events import Event, EventFilter, EventKind, deliverable
+from memorybus.ids import derived_id
 from memorybus.maintenance import (
     Cluster,
     ConsolidationPolicy,
@@ -20,8 +20,9 @@ from memorybus.maintenance import (
     recent_episodic,
 )
 from memorybus.model import MemoryKind, MemoryNode, MemoryStatus, evolve
-from memorybus.scopes import Context, Level
+from memorybus.scopes import Context, Level, Scope
 from memorybus.shard.state import _ShardState
+from memorybus.shard.writes import BROADCAST_SOURCE
 from memorybus.storage.base import WriteBatch
 
 #: the owner of maintenance operation records (they act for no caller's context)
@@ -33,6 +34,11 @@ def _managed(nodes: Iterable[MemoryNode], within: Context | None) -> list[Memory
     if within is None:
         return list(nodes)
     return [n for n in nodes if within.manages(n.scope)]
+
+
+def broadcast_id(target: Scope, memory_id: str) -> str:
+    """The id of ``memory_id``'s broadcast copy in ``target`` (deterministic: one copy)."""
+    return derived_id(target, f"broadcast:{memory_id}")
 
 
 class MaintenanceMixin(_ShardState):
@@ -68,7 +74,7 @@ class MaintenanceMixin(_ShardState):
         stored = self.store.get(memory_id)
         if stored is None:
             raise MemoryNotFound(memory_id)
-        copy_id = str(uuid.uuid5(uuid.UUID(memory_id), f"broadcast:{target.key}"))
+        copy_id = broadcast_id(target, memory_id)
         return MemoryNode(
             id=copy_id,
             content=stored.content,
@@ -85,17 +91,31 @@ class MaintenanceMixin(_ShardState):
             parents=(memory_id,),
             confidence=round(stored.confidence * self.policy.broadcast_discount, 12),
             importance=stored.importance,
-            source=f"broadcast:{context.agent or context.user}",
+            source=f"{BROADCAST_SOURCE}{context.agent or context.user}",
             source_ids=(memory_id,),
             tags=stored.tags,
         )
 
     def put_broadcast(self, context: Context, copy: MemoryNode, *, op: str | None = None) -> MemoryNode:
-        """Store a broadcast copy (idempotent: an existing copy is returned as is)."""
+        """Store a broadcast copy (idempotent: the existing copy is returned as is).
+
+        A node already at the copy's id is returned only if it is that copy: in the
+        copy's scope, visible to the caller, a broadcast (its ``source`` is in the
+        namespace only this method writes) of the same original. Anything else there is
+        refused with ScopeViolation and nothing changes: a broadcast never reports
+        success with someone else's node.
+        """
         context = self._check_context(context)
         call = self._op_call("broadcast", context, op)
+        if not isinstance(copy, MemoryNode) or len(copy.parents) != 1 \
+                or copy.id != broadcast_id(copy.scope, copy.parents[0]) \
+                or not copy.source.startswith(BROADCAST_SOURCE):
+            raise InvalidRequest("copy", "is not a broadcast copy")
         existing = self._nodes.get(copy.id)
         if existing is not None:
+            if not (existing.scope == copy.scope and existing.scope.visible_to(context)
+                    and existing.parents == copy.parents and existing.source.startswith(BROADCAST_SOURCE)):
+                raise ScopeViolation("broadcast")
             return evolve(existing)
         prepared = self._prepare_new(evolve(copy, version=0), None, context, self.clock.now())
         now = self.clock.now()
@@ -237,10 +257,12 @@ class MaintenanceMixin(_ShardState):
         if done:
             return answer
         stored = [n for n in self.store.get_many(sorted(member_ids)) if n is not None]
+        if not stored:
+            return None
         if within is not None and not all(within.manages(n.scope) for n in stored):
             raise ScopeViolation("consolidate")
         members = [n for n in stored if n.status is MemoryStatus.ACTIVE and n.kind is MemoryKind.EPISODIC]
-        cluster = Cluster(stored[0].scope.key if stored else "", sorted(stored, key=lambda n: n.id), np.zeros(1))
+        cluster = Cluster(stored[0].scope.key, sorted(stored, key=lambda n: n.id), np.zeros(1))
         existing = self._nodes.get(cluster.semantic_id())
         if existing is not None:
             return evolve(existing)

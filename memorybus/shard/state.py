@@ -35,6 +35,7 @@ class _ShardState:
     so that each mixin type-checks on its own."""
 
     name: str
+    owns: Callable[[str], bool] | None
     store: Store
     index: VectorIndex
     dim: int

@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 
 from memorybus.bus.conflicts import is_contradiction
-from memorybus.errors import InvalidMemory, InvalidRequest, MemoryNotFound, VersionConflict
+from memorybus.errors import InvalidMemory, InvalidRequest, MemoryNotFound, ScopeViolation, VersionConflict
 from memorybus.events import Event, EventKind
 from memorybus.model import MemoryKind, MemoryNode, MemoryStatus, evolve
 from memorybus.scopes import Context
@@ -47,6 +47,17 @@ def _same_event(a: MemoryNode, b: MemoryNode) -> bool:
     """Whether two episodic memories with the same words record the same event: the same
     time and, when declared, the same thread, position and speaker."""
     return (a.valid_from, a.thread, a.position, a.speaker) == (b.valid_from, b.thread, b.position, b.speaker)
+
+
+#: the ``source`` of broadcast copies; only :meth:`put_broadcast` writes it, so a node
+#: carrying it at a copy's id is the copy (nobody can plant one)
+BROADCAST_SOURCE = "broadcast:"
+
+
+def check_source(source: object) -> None:
+    """Refuse a caller-written ``source`` in the namespace reserved for broadcast copies."""
+    if isinstance(source, str) and source.startswith(BROADCAST_SOURCE):
+        raise InvalidMemory("source", f"{BROADCAST_SOURCE!r} is reserved for broadcast copies")
 
 
 class WritesMixin(_ShardState):
@@ -137,6 +148,8 @@ class WritesMixin(_ShardState):
             self._prepare_new(n, None if vectors is None or rows is None else vectors[rows[i]], context, now)
             for i, n in enumerate(nodes)
         ]
+        for n in prepared:
+            check_source(n.source)
         ids = [n.id for n in prepared]
         if len(set(ids)) != len(ids):
             raise InvalidRequest("nodes", "duplicate ids in one batch")
@@ -147,6 +160,8 @@ class WritesMixin(_ShardState):
         for i, n in enumerate(prepared):
             existing = self._nodes.get(n.id)
             if existing is not None:
+                if not existing.scope.visible_to(context):
+                    raise ScopeViolation("write")  # the id is taken: say nothing of by whom, or its version
                 if existing.content_equal(evolve(n, created_at=existing.created_at, valid_from=existing.valid_from)):
                     result[i] = evolve(existing)  # a retried write: already durable
                     continue
@@ -289,6 +304,7 @@ class WritesMixin(_ShardState):
         bad = set(changes) - UPDATABLE
         if bad:
             raise InvalidRequest("changes", f"cannot update {sorted(bad)}")
+        check_source(changes.get("source"))
         call = self._op_call("update", context, op)
         current = self._nodes.get(memory_id)
         if current is None:

@@ -8,6 +8,7 @@ from collections.abc import Callable
 from memorybus.clock import Clock
 from memorybus.config import Config, resolve_hook
 from memorybus.events import Event
+from memorybus.scopes import Router
 from memorybus.shard import Shard
 from memorybus.storage.base import Store
 from memorybus.storage.vectors import EdgeVectorIndex, QdrantClientIndex, VectorIndex
@@ -46,6 +47,7 @@ def open_shard(
     """Open the store, open the index, and rebuild the index from the store."""
     store = open_store(config, shard)
     index = open_index(config, shard)
+    router, me = Router(config.num_shards), int(shard.rsplit("-", 1)[1])
     return Shard(
         shard,
         store,
@@ -61,4 +63,5 @@ def open_shard(
         judge=resolve_hook(config.bus.judge, "bus.judge"),
         graph=config.graph,
         on_events=on_events,
+        owns=lambda scope_key: router.shard_for(scope_key) == me,
     )

@@ -339,3 +339,63 @@ def test_replay_of_a_long_log_is_paged(bus):
     assert got == [f"log entry number {i}" for i in range(2500)]
     bus.unsubscribe("from-start", ctx)
     ray.kill(listener)
+
+
+def _other_shard_context(bus, o, avoid):
+    """A context of org ``o`` whose own scope routes to another shard than ``avoid``."""
+    return next(Context(o, f"u{i}") for i in range(1000)
+                if bus.router.shard_for(Scope(o, f"u{i}").key) != bus.router.shard_for(avoid.key))
+
+
+def test_ids_are_unique_across_shards_and_by_id_calls_touch_one_memory(bus):
+    """An id used in one scope cannot be taken in a scope routed to another shard; get,
+    update and forget by id touch exactly the one memory (issue 10, item 3)."""
+    alice = Context(org(), "alice")
+    mine = bus.remember("alice's plan", alice)
+    bob = _other_shard_context(bus, org(), mine.scope)
+    with pytest.raises(mb.InvalidMemory) as exc:
+        bus.remember("bob's plan", bob, id=mine.id)
+    assert alice.org not in str(exc.value) and "version" not in str(exc.value)
+    with pytest.raises(mb.InvalidMemory):  # a MemoryNode item with that id: the same
+        bus.remember_many([mb.MemoryNode(content="bob again", scope=bob.scope, id=mine.id)], bob)
+    with pytest.raises(mb.ScopeViolation):
+        bus.get(mine.id, bob)
+    with pytest.raises(mb.ScopeViolation):
+        bus.update(mine.id, bob, expected_version=1, content="hijacked")
+    updated = bus.update(mine.id, alice, expected_version=1, content="alice's new plan")
+    assert updated.version == 2 and bus.get(mine.id, alice).content == "alice's new plan"
+    assert bus.forget(mine.id, alice) is True
+    with pytest.raises(mb.MemoryNotFound):
+        bus.get(mine.id, alice)
+    # a caller-chosen id of its own scope is kept (an import keeping ids), once
+    chosen = mb.derived_id(bob.scope, "imported-1")
+    assert bus.remember("bob's imported note", bob, id=chosen).id == chosen
+    assert bus.remember("bob's imported note", bob, id=chosen).id == chosen  # a retry: the same memory
+    with pytest.raises(mb.VersionConflict):
+        bus.remember("another note", bob, id=chosen)
+    assert [h.node.id for h in bus.recall("imported note", bob, k=5)].count(chosen) == 1
+
+
+def test_broadcast_cannot_be_hijacked(bus):
+    """A node planted at the deterministic copy id is never returned as the broadcast's
+    result (issue 10, item 2)."""
+    from memorybus.shard.maintenance import broadcast_id
+
+    o = org()
+    alice, mallory = Context(o, "alice", "writer"), Context(o, "mallory")
+    note = bus.remember("alice's quarterly numbers", alice)
+    target = Scope(o)
+    copy_id = broadcast_id(target, note.id)
+    outsider = _other_shard_context(bus, org(), target)
+    with pytest.raises(mb.InvalidMemory):  # another org cannot take an id of this org's scope
+        bus.remember("planted by another org", outsider, id=copy_id)
+    with pytest.raises(mb.InvalidMemory):  # nobody writes a broadcast copy's source by hand
+        bus.remember("fake copy", mallory, scope="org", id=copy_id, source="broadcast:alice", parents=[note.id])
+    bus.remember("planted by a colleague", mallory, scope="org", id=copy_id)
+    with pytest.raises(mb.ScopeViolation):
+        bus.broadcast(note.id, "org", alice)
+    assert bus.get(copy_id, alice).content == "planted by a colleague"  # untouched, not reported as alice's
+    clean = bus.remember("alice's second note", alice)
+    copy = bus.broadcast(clean.id, "org", alice)
+    assert copy.id == broadcast_id(target, clean.id) and copy.content == "alice's second note"
+    assert bus.broadcast(clean.id, "org", alice).id == copy.id  # idempotent

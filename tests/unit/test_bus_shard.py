@@ -287,7 +287,8 @@ def test_configured_judge_reaches_the_shard(tmp_path, embedder):
     from memorybus import Config
     from memorybus.storage.factory import open_shard
 
-    cfg = Config.embedded(tmp_path, bus=BusPolicy(judge=lambda new, old: "Fridays" in new.content))
+    # one shard: it owns every scope (a shard refuses memories of scopes routed elsewhere)
+    cfg = Config.embedded(tmp_path, num_shards=1, bus=BusPolicy(judge=lambda new, old: "Fridays" in new.content))
     shard = open_shard(cfg, "shard-0")
     # no negation, no numbers: the default rule would not call these a contradiction
     texts = ["The team ships releases on Thursdays", "The team ships releases on Fridays"]
@@ -296,7 +297,7 @@ def test_configured_judge_reaches_the_shard(tmp_path, embedder):
     b = shard.put_many(U1, nodes[1:], embedder.encode(texts[1:]))[0]
     assert a.id in b.contradicts
     shard.close()
-    plain = open_shard(Config.embedded(tmp_path / "plain"), "shard-0")
+    plain = open_shard(Config.embedded(tmp_path / "plain", num_shards=1), "shard-0")
     c = plain.put_many(U1, nodes[:1], embedder.encode(texts[:1]))[0]
     d = plain.put_many(U1, nodes[1:], embedder.encode(texts[1:]))[0]
     assert c.id not in d.contradicts

@@ -80,3 +80,61 @@ def _policy():
     from memorybus.maintenance import ConsolidationPolicy
 
     return ConsolidationPolicy(min_cluster=1)
+
+
+def test_an_id_carries_its_scope_and_routes_to_its_scopes_shard():
+    from memorybus import Scope, derived_id, new_id
+    from memorybus.ids import fits
+    from memorybus.scopes import Router
+
+    scopes = [Scope(f"org{i}", f"u{i % 7}", "a" if i % 2 else "", "s" if i % 3 else "") for i in range(300)]
+    for n in range(1, 8):
+        router = Router(n)
+        for s in scopes:
+            i = new_id(s)
+            assert fits(i, s) and router.shard_for_id(i) == router.shard_for(s.key)
+    s = scopes[0]
+    assert derived_id(s, "k") == derived_id(s, "k") != derived_id(s, "k2")
+    assert fits(derived_id(s, "k"), s) and not fits(derived_id(s, "k"), scopes[1])
+    assert MemoryNode(content="x", scope=s).id != MemoryNode(content="x", scope=s).id
+    assert fits(MemoryNode(content="x", scope=s).id, s)
+    legacy = "9b2f6e4e-7c7e-4c57-9c53-3c1b0e1c2f11"  # a UUID4: written before ids carried buckets
+    assert Router(3).shard_for_id(legacy) is None and not fits(legacy, s)
+
+
+def test_a_shard_refuses_ids_of_other_scopes_and_scopes_routed_elsewhere(tmp_path):
+    from memorybus import InvalidMemory, InvalidRequest, new_id
+    from memorybus.scopes import Router
+
+    router = Router(2)
+    mine = next(Context("acme", f"u{i}") for i in range(100) if router.shard_for(Context("acme", f"u{i}").scope.key) == 0)
+    other = next(Context("acme", f"u{i}") for i in range(100) if router.shard_for(Context("acme", f"u{i}").scope.key) == 1)
+    s = Shard("shard-0", SqliteStore(tmp_path / "r.sqlite"), EdgeVectorIndex(tmp_path / "v", DIM), dim=DIM,
+              clock=ManualClock(), dedupe=False, detect_contradictions=False,
+              owns=lambda key: router.shard_for(key) == 0)
+    with pytest.raises(InvalidRequest):  # a memory of a scope this shard does not own
+        s.put_many(other, [MemoryNode(content="misrouted", scope=other.scope)], vec())
+    with pytest.raises(InvalidMemory):  # an id of another scope
+        s.put_many(mine, [MemoryNode(content="x", scope=mine.scope, id=new_id(other.scope))], vec())
+    with pytest.raises(InvalidMemory):  # an id that carries no scope at all
+        s.put_many(mine, [MemoryNode(content="x", scope=mine.scope, id="9b2f6e4e-7c7e-4c57-9c53-3c1b0e1c2f11")], vec())
+    assert s.count() == 0 and s.store.count() == 0
+    s.close()
+
+
+def test_a_reused_id_reveals_neither_owner_nor_version(shard):
+    """Even a scope of another org built to share the id's routing bucket (so both land on
+    one shard) cannot take the id, and learns no version or owner from the refusal."""
+    from memorybus import Scope, VersionConflict
+    from memorybus.scopes.routing import bucket_of
+
+    secret = shard.put_many(ALICE, [MemoryNode(content="alice secret", scope=ALICE.scope)], vec())[0]
+    shard.update(ALICE, secret.id, 1, {"importance": 7.0})  # version 2
+    want = bucket_of(ALICE.scope.key)
+    twin = next(Context(f"initech{i}", "bob") for i in range(1_000_000)
+                if bucket_of(Scope(f"initech{i}", "bob").key) == want)
+    with pytest.raises(ScopeViolation) as exc:
+        shard.put_many(twin, [MemoryNode(content="bob's", scope=twin.scope, id=secret.id)], vec(1))
+    assert "2" not in str(exc.value) and "acme" not in repr(vars(exc.value))
+    assert not isinstance(exc.value, VersionConflict)
+    assert shard.get(ALICE, secret.id).content == "alice secret" and shard.count() == 1

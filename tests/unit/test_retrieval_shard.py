@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 import numpy as np
 import pytest
 
-from memorybus import Context, InvalidRequest, ManualClock, MemoryNode, MemoryStatus, RankingWeights
+from memorybus import Context, InvalidRequest, ManualClock, MemoryNode, MemoryStatus, RankingWeights, new_id
 from memorybus.retrieval import RecallOptions
 from memorybus.retrieval.structure import embedding_texts, index_text
 from memorybus.retrieval.text import tokens
@@ -151,7 +151,8 @@ def test_contextual_embeddings_mix_the_predecessor_and_drop_the_date(tmp_path, e
     want = plain[1] + 0.35 * plain[0]
     np.testing.assert_allclose(second, want / np.linalg.norm(want), atol=1e-5)
     # a later batch finds its predecessor in the store
-    later = replace(conversation()[2], id=MemoryNode(content="x", scope=CTX.scope).id)
+    third_turn = conversation()[2]
+    later = replace(third_turn, id=new_id(third_turn.scope))  # a fresh id of the memory's scope
     (c,) = shard.put_many(CTX, [later], embedder.encode(embedding_texts([later])))
     third = shard.store.get(c.id).embedding
     assert float(third @ second) > float(embedder.encode(embedding_texts([later]))[0] @ second)
