@@ -133,14 +133,21 @@ class Run:
             }
 
 
-def _maintain(bus: MemoryBus, day: float, records: list[dict[str, Any]]) -> None:
+def _maintain(bus: MemoryBus, day: float, records: list[dict[str, Any]], orgs: list[str]) -> None:
+    """Decay and consolidation of every org at the simulated day (maintenance is scoped:
+    each org's context runs its own)."""
     now = epoch(day)
-    for kind, call in (("decay", lambda: bus.run_decay(now)), ("consolidation", lambda: bus.run_consolidation(now))):
+    for kind in ("decay", "consolidation"):
         t0 = time.perf_counter()
         try:
-            status = call()
+            counts: dict[str, int] = {}
+            for org in orgs:
+                ctx = Context(org)
+                status = bus.run_decay(ctx, now) if kind == "decay" else bus.run_consolidation(ctx, now)
+                for k, v in status.get("last_counts", {}).items():
+                    counts[k] = counts.get(k, 0) + int(v)
             records.append({"kind": kind, "day": day, "seconds": time.perf_counter() - t0,
-                            "counts": status.get("last_counts", {}), "ok": True})
+                            "counts": counts, "ok": True})
         except Exception as exc:
             records.append({"kind": kind, "day": day, "ok": False, "error": f"{type(exc).__name__}: {exc}"[:200]})
 
@@ -208,7 +215,8 @@ def _steps(run: Run, bus: MemoryBus, handles: list[Any], faults: list[chaos.Faul
         refs = fleet.step_agents(handles, [tasks[a.name] for a in run.agents])
         if day >= next_maintenance and (maint_thread is None or not maint_thread.is_alive()):
             next_maintenance += config.maintenance_days
-            maint_thread = threading.Thread(target=_maintain, args=(bus, day, run.maintenance), daemon=True)
+            orgs = [o.id for o in run.world.orgs]
+            maint_thread = threading.Thread(target=_maintain, args=(bus, day, run.maintenance, orgs), daemon=True)
             maint_thread.start()
         for fault in [f for f in faults if f.step == step]:
             time.sleep(fault.delay)
