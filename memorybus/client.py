@@ -8,7 +8,8 @@ one implementation (an operation generator driven by
 What a returned call guarantees: ``remember``/``remember_many``/``update``/
 ``forget`` return after the owning shard committed durably to its store.
 ``remember_many`` validates the whole batch before anything is written; each
-shard applies its part atomically.
+shard applies its part atomically. Calls by id (``get``, ``update``,
+``forget``) ask the one shard the id routes to and touch at most one memory.
 """
 
 from __future__ import annotations
@@ -219,6 +220,12 @@ class MemoryBus(BusClientMixin, SubscriptionClientMixin, MaintenanceClientMixin,
         seconds, ...), including the optional conversation fields ``thread``,
         ``position`` and ``speaker``. ``source`` defaults to ``agent:<name>`` of
         the context's agent, so every hit says who wrote it.
+
+        ``id`` (optional, a remember field): keep this id instead of a fresh one. It must
+        be an id of the memory's scope (``memorybus.new_id(scope)``, ``derived_id(scope,
+        name)``, or one exported from that scope: see :mod:`memorybus.ids`); it is unique
+        across shards, so an id already taken is refused (``VersionConflict`` when the
+        caller can see that memory, a bare ``ScopeViolation`` when it cannot).
 
         ``op_id``: this write's operation id (default: a fresh one). Calling again with
         the same id (a retry after an error such as OutcomeUnknown) returns the first

@@ -139,12 +139,17 @@ class Shard(OpsMixin, WritesMixin, FactsMixin, MaintenanceMixin):
             raise InvalidMemory("version", "a new memory must have version 0")
         node = self._validate(node)
         self._visible(node, context, "write")
+        self._check_id(node)
+        return evolve(node.stamped(now), version=1)
+
+    def _check_id(self, node: MemoryNode) -> None:
+        """A new memory's id must be of its scope, and its scope routed to this shard:
+        then an id can only ever live on one shard (see :mod:`memorybus.ids`)."""
         if not ids.fits(node.id, node.scope):
             raise InvalidMemory("id", "is not an id of this memory's scope (ids carry their scope's routing "
                                 "bucket: memorybus.new_id(scope) or derived_id(scope, name))")
         if self.owns is not None and not self.owns(node.scope.key):
             raise InvalidRequest("scope", f"is not routed to {self.name}")
-        return evolve(node.stamped(now), version=1)
 
     # ------------------------------------------------------------------- reads
     def _reading(self) -> None:

@@ -240,9 +240,13 @@ class WritesMixin(_ShardState):
                 raise InvalidMemory("version", "a new memory must have version 0")
             node = self._validate(given).stamped(self.clock.now())
             self._visible(node, context, "write")
+            self._check_id(node)
+            check_source(node.source)
             existing = self._nodes.get(node.id)
             if existing is None:
                 new += 1
+            elif not existing.scope.visible_to(context):
+                raise ScopeViolation("write")  # the id is taken: say nothing of by whom, or its version
             elif not existing.content_equal(evolve(node, created_at=existing.created_at,
                                                    valid_from=existing.valid_from)):
                 raise VersionConflict(node.id, 0, existing.version)

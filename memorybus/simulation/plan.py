@@ -14,6 +14,8 @@ import random
 import uuid
 from dataclasses import dataclass, field
 
+from memorybus.ids import derived_id
+from memorybus.scopes import Context
 from memorybus.simulation.names import TOOLS, Namer
 from memorybus.simulation.settings import SimConfig
 from memorybus.simulation.tasks import Ack, AgentSpec, Question, StepTask, Write
@@ -95,7 +97,13 @@ class Planner:
         self.by_name = {a.name: a for a in self.agents}
 
     # ---------------------------------------------------------------- helpers
-    def _id(self) -> str:
+    def _id(self, agent: AgentSpec, user: str, level: str, session: str = "", raw: str | None = None) -> str:
+        """A seeded id of the scope the write lands in (ids carry their scope: see
+        :mod:`memorybus.ids`), so a retried write is the same write."""
+        scope = Context(agent.org, user, agent.name, session).resolve_scope(level)
+        return derived_id(scope, raw or self._raw_id())
+
+    def _raw_id(self) -> str:
         return str(uuid.UUID(int=self.rng.getrandbits(128), version=4))
 
     def eligible(self, key: str) -> list[AgentSpec]:
@@ -126,7 +134,9 @@ class Planner:
                 continue
             start, _ = self._span(at)
             day = max(c.day, start) + self.rng.uniform(0, self.config.step_days / 2)
-            w = Write(self._id(), "fact", spec.user or self.rng.choice(agent.users), spec.content(value),
+            raw = self._raw_id()  # drawn first: the seeded sequence stays what it was
+            user = spec.user or self.rng.choice(agent.users)
+            w = Write(self._id(agent, user, spec.level, raw=raw), "fact", user, spec.content(value),
                       spec.level, "fact", day, key=c.key, value=value,
                       confidence=round(agent.reliability * self.rng.uniform(0.92, 1.0), 3),
                       strategy=spec.strategy, kind="semantic", importance=8.0, decay_rate=0.02)
@@ -146,21 +156,24 @@ class Planner:
         user = rng.choice(agent.users)
         name = self.world.users[user].name
         if rng.random() < NOISE["chat"]:
-            out.append(Write(self._id(), "remember", user, f"{self.world.small_talk(rng, user)} on {date_text(day)}",
-                             "session", "chat", day, importance=2.0, decay_rate=0.3,
-                             session=f"{agent.name}-{user}-d{int(day)}"))
+            session = f"{agent.name}-{user}-d{int(day)}"
+            out.append(Write(self._id(agent, user, "session", session), "remember", user,
+                             f"{self.world.small_talk(rng, user)} on {date_text(day)}",
+                             "session", "chat", day, importance=2.0, decay_rate=0.3, session=session))
         if rng.random() < NOISE["tool"]:
-            out.append(Write(self._id(), "remember", user, f"Ran {rng.choice(TOOLS)} for {name}: "
+            out.append(Write(self._id(agent, user, "agent"), "remember", user, f"Ran {rng.choice(TOOLS)} for {name}: "
                              f"{rng.randint(1, 90)} results", "agent", "tool", day, importance=3.0, decay_rate=0.2))
         if rng.random() < NOISE["note"]:
             token = self.namer.token()
-            w = Write(self._id(), "remember", user, f"Private note {token}: follow up with {name} before "
+            w = Write(self._id(agent, user, "agent"), "remember", user,
+                      f"Private note {token}: follow up with {name} before "
                       f"{date_text(day + 3)}", "agent", "note", day, importance=4.0)
             self.notes[w.id], self.tokens[token] = (agent.name, user, w.content), agent.name
             out.append(w)
         if rng.random() < NOISE["finding"]:
             f = self.world.finding(rng, agent.org, day)
-            w = Write(self._id(), "remember", user, f.content, "agent", "finding", day, importance=6.0)
+            w = Write(self._id(agent, user, "agent"), "remember", user, f.content, "agent", "finding", day,
+                      importance=6.0)
             self.findings[w.id] = (f, agent.name, user)
             out.append(w)
         return out

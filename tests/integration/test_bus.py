@@ -306,7 +306,7 @@ def _restarted_bus_resumes(bus):
     listener = GatedListener.remote()
     bus.subscribe(ctx, target=listener, name="gated")
     bus.remember("first", ctx, scope="org")
-    _wait(lambda: ray.get(listener.calls_made.remote(), timeout=10) == 1, 60)  # held at the gate
+    _wait(lambda: ray.get(listener.calls_made.remote(), timeout=10) == 1)  # held at the gate
     for i in range(5):
         bus.remember(f"queued {i}", ctx, scope="org")
     time.sleep(1.0)  # every publish has reached the bus actor
@@ -330,7 +330,7 @@ def test_replay_of_a_long_log_is_paged(bus):
     bus.remember_many([f"log entry number {i}" for i in range(2500)], ctx)
     listener = GatedListener.remote()
     bus.subscribe(ctx, target=listener, name="from-start", start="beginning")
-    _wait(lambda: ray.get(listener.calls_made.remote(), timeout=10) == 1, 60)
+    _wait(lambda: ray.get(listener.calls_made.remote(), timeout=10) == 1)
     held = bus.bus_stats(ctx)["subscriptions"]["from-start"]["queued"]
     assert 0 < held <= 1000  # BusPolicy.replay_page
     ray.get(listener.release.remote(), timeout=10)

@@ -137,4 +137,6 @@ def test_a_reused_id_reveals_neither_owner_nor_version(shard):
         shard.put_many(twin, [MemoryNode(content="bob's", scope=twin.scope, id=secret.id)], vec(1))
     assert "2" not in str(exc.value) and "acme" not in repr(vars(exc.value))
     assert not isinstance(exc.value, VersionConflict)
+    with pytest.raises(ScopeViolation):  # the pre-flight check of a cross-shard batch says the same
+        shard.check_puts(twin, [MemoryNode(content="bob's", scope=twin.scope, id=secret.id)])
     assert shard.get(ALICE, secret.id).content == "alice secret" and shard.count() == 1
