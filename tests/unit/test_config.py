@@ -62,7 +62,8 @@ def test_the_configured_judge_reaches_the_shard(tmp_path):
     from memorybus.config import BusPolicy
     from memorybus.storage.factory import open_shard
 
-    cfg = Config.embedded(tmp_path, embedding_dim=4, bus=BusPolicy(judge="tests.hooks:always_contradicts"))
+    # one shard: it owns every scope (a shard refuses memories of scopes routed elsewhere)
+    cfg = Config.embedded(tmp_path, num_shards=1, embedding_dim=4, bus=BusPolicy(judge="tests.hooks:always_contradicts"))
     shard = open_shard(cfg, "shard-0")
     ctx = Context("acme", "u1")
     v = np.array([1.0, 0.0, 0.0, 0.0], dtype=np.float32)
