@@ -75,9 +75,13 @@ class MemoryBus(BusClientMixin, SubscriptionClientMixin, MaintenanceClientMixin,
 
         cfg = self.config
         runtime.check_capacity(cfg)
-        self._embedders = [actors.create_embedder(cfg, i) for i in range(cfg.embedder_replicas)]
-        self._shards = [actors.create_shard(cfg, i) for i in range(cfg.num_shards)]
-        self._hubs = [actors.create_bus(cfg, p) for p in range(cfg.bus.partitions)]
+        embedders = [actors.create_embedder(cfg, i) for i in range(cfg.embedder_replicas)]
+        shards = [actors.create_shard(cfg, i) for i in range(cfg.num_shards)]
+        hubs = [actors.create_bus(cfg, p) for p in range(cfg.bus.partitions)]
+        # actors found dead (a failed constructor keeps its name) are replaced
+        self._embedders = actors.replace_dead(embedders, lambda i: actors.create_embedder(cfg, i), "pid")
+        self._shards = actors.replace_dead(shards, lambda i: actors.create_shard(cfg, i), "pid")
+        self._hubs = actors.replace_dead(hubs, lambda p: actors.create_bus(cfg, p), "pid")
         ready = [e.dim.remote() for e in self._embedders] + [s.count.remote() for s in self._shards]
         ready += [h.ready.remote() for h in self._hubs]
         if cfg.schedule_maintenance:
@@ -230,23 +234,24 @@ class MemoryBus(BusClientMixin, SubscriptionClientMixin, MaintenanceClientMixin,
         ``op_id``: this write's operation id (default: a fresh one). Calling again with
         the same id (a retry after an error such as OutcomeUnknown) returns the first
         call's outcome instead of writing again."""
-        return runtime.run_sync(self._remember_many_op([{"content": content, **fields}], context, op_id))[0]
+        op = self._remember_many_op([{"content": content, **fields}], context, op_id)
+        return runtime.run_sync(op, self.config.write_timeout)[0]
 
     async def remember_async(
         self, content: str, context: Context, *, op_id: str | None = None, **fields: Any
     ) -> MemoryNode:
         op = self._remember_many_op([{"content": content, **fields}], context, op_id)
-        return (await runtime.run_async(op))[0]
+        return (await runtime.run_async(op, self.config.write_timeout))[0]
 
     def remember_many(self, items: Sequence[Any], context: Context, *, op_id: str | None = None) -> list[MemoryNode]:
         """Store many memories (str, dict of remember fields, or MemoryNode each);
         ``op_id`` as for :meth:`remember`."""
-        return runtime.run_sync(self._remember_many_op(items, context, op_id))
+        return runtime.run_sync(self._remember_many_op(items, context, op_id), self.config.write_timeout)
 
     async def remember_many_async(
         self, items: Sequence[Any], context: Context, *, op_id: str | None = None
     ) -> list[MemoryNode]:
-        return await runtime.run_async(self._remember_many_op(items, context, op_id))
+        return await runtime.run_async(self._remember_many_op(items, context, op_id), self.config.write_timeout)
 
     def remember_turns(
         self,
@@ -375,7 +380,7 @@ class MemoryBus(BusClientMixin, SubscriptionClientMixin, MaintenanceClientMixin,
             query, context, k, kinds, statuses, include_archived, include_deprecated, as_of=as_of, start=start,
             end=end, min_relevance=min_relevance, options=options, blocking=True,
         )  # fmt: skip
-        return runtime.run_sync(op)
+        return runtime.run_sync(op, self.config.read_timeout)
 
     async def recall_async(
         self,
@@ -397,7 +402,7 @@ class MemoryBus(BusClientMixin, SubscriptionClientMixin, MaintenanceClientMixin,
             query, context, k, kinds, statuses, include_archived, include_deprecated, as_of=as_of, start=start,
             end=end, min_relevance=min_relevance, options=options,
         )  # fmt: skip
-        return await runtime.run_async(op)
+        return await runtime.run_async(op, self.config.read_timeout)
 
     # ---------------------------------------------------------- prompt context
     def _context_for_op(
@@ -453,9 +458,8 @@ class MemoryBus(BusClientMixin, SubscriptionClientMixin, MaintenanceClientMixin,
         :meth:`recall` (e.g. ``RecallOptions(neighbors=1)`` to bring the turns
         around each hit).
         """
-        return runtime.run_sync(
-            self._context_for_op(query, context, token_budget, k, options, min_relevance, blocking=True)
-        )
+        op = self._context_for_op(query, context, token_budget, k, options, min_relevance, blocking=True)
+        return runtime.run_sync(op, self.config.read_timeout)
 
     async def context_for_async(
         self,
@@ -467,7 +471,8 @@ class MemoryBus(BusClientMixin, SubscriptionClientMixin, MaintenanceClientMixin,
         min_relevance: float | None = None,
         options: RecallOptions | None = None,
     ) -> ContextBlock:
-        return await runtime.run_async(self._context_for_op(query, context, token_budget, k, options, min_relevance))
+        op = self._context_for_op(query, context, token_budget, k, options, min_relevance)
+        return await runtime.run_async(op, self.config.read_timeout)
 
     # ---------------------------------------------------- get / update / forget
     def _owners(self, context: Context) -> list[int]:
@@ -506,10 +511,10 @@ class MemoryBus(BusClientMixin, SubscriptionClientMixin, MaintenanceClientMixin,
 
     def get(self, memory_id: str, context: Context) -> MemoryNode:
         """The memory with this id, if ``context`` may see it."""
-        return runtime.run_sync(self._get_op(memory_id, context))
+        return runtime.run_sync(self._get_op(memory_id, context), self.config.read_timeout)
 
     async def get_async(self, memory_id: str, context: Context) -> MemoryNode:
-        return await runtime.run_async(self._get_op(memory_id, context))
+        return await runtime.run_async(self._get_op(memory_id, context), self.config.read_timeout)
 
     def _update_op(
         self, memory_id: str, context: Context, expected_version: int, changes: dict[str, Any], op_id: str | None
@@ -546,12 +551,14 @@ class MemoryBus(BusClientMixin, SubscriptionClientMixin, MaintenanceClientMixin,
         version, even between two callers making the same change. ``op_id`` as for
         :meth:`remember`: a retry with the same id answers the first outcome.
         """
-        return runtime.run_sync(self._update_op(memory_id, context, expected_version, changes, op_id))
+        op = self._update_op(memory_id, context, expected_version, changes, op_id)
+        return runtime.run_sync(op, self.config.write_timeout)
 
     async def update_async(
         self, memory_id: str, context: Context, *, expected_version: int, op_id: str | None = None, **changes: Any
     ) -> MemoryNode:
-        return await runtime.run_async(self._update_op(memory_id, context, expected_version, changes, op_id))
+        op = self._update_op(memory_id, context, expected_version, changes, op_id)
+        return await runtime.run_async(op, self.config.write_timeout)
 
     def _forget_op(
         self, memory_id: str, context: Context, expected_version: int | None, op_id: str | None
@@ -577,12 +584,13 @@ class MemoryBus(BusClientMixin, SubscriptionClientMixin, MaintenanceClientMixin,
     ) -> bool:
         """Delete a memory from store and index. Raises MemoryNotFound if absent.
         ``op_id`` as for :meth:`remember`: a retry of a forget that succeeded answers True."""
-        return runtime.run_sync(self._forget_op(memory_id, context, expected_version, op_id))
+        return runtime.run_sync(self._forget_op(memory_id, context, expected_version, op_id), self.config.write_timeout)
 
     async def forget_async(
         self, memory_id: str, context: Context, *, expected_version: int | None = None, op_id: str | None = None
     ) -> bool:
-        return await runtime.run_async(self._forget_op(memory_id, context, expected_version, op_id))
+        op = self._forget_op(memory_id, context, expected_version, op_id)
+        return await runtime.run_async(op, self.config.write_timeout)
 
     # ----------------------------------------------------------------- upkeep
     def flush(self) -> None:
@@ -602,7 +610,14 @@ class MemoryBus(BusClientMixin, SubscriptionClientMixin, MaintenanceClientMixin,
         items = list(items)
         for t in items:
             check_text("texts", t, InvalidRequest)
-        return runtime.run_sync(runtime.iter_refs([self._embedder().encode.remote(items)]))[0]
+        return runtime.run_sync(runtime.iter_refs([self._embedder().encode.remote(items)]), self.config.read_timeout)[0]
+
+    def with_timeout(self, seconds: float | None) -> MemoryBus:
+        """A handle on the same bus whose calls (reads and writes) give up after
+        ``seconds`` with OperationTimeout (None: wait as long as it takes)."""
+        other = MemoryBus(self.config.with_(read_timeout=seconds, write_timeout=seconds))
+        other._shards, other._embedders, other._hubs = self._shards, self._embedders, self._hubs
+        return other
 
     def shutdown(self) -> None:
         """Close the stores cleanly and kill this bus's actors (the data stays in the

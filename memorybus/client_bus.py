@@ -123,9 +123,8 @@ class BusClientMixin:
         ``op_id``: a retry with the same id answers the first outcome (``created``
         stays ``created``), recording nothing twice.
         """
-        return runtime.run_sync(
-            self._assert_fact_op(key, content, context, strategy, {"confidence": confidence, **fields}, op_id)
-        )
+        op = self._assert_fact_op(key, content, context, strategy, {"confidence": confidence, **fields}, op_id)
+        return runtime.run_sync(op, self.config.write_timeout)
 
     async def assert_fact_async(
         self,
@@ -138,9 +137,8 @@ class BusClientMixin:
         op_id: str | None = None,
         **fields: Any,
     ) -> FactResult:
-        return await runtime.run_async(
-            self._assert_fact_op(key, content, context, strategy, {"confidence": confidence, **fields}, op_id)
-        )
+        op = self._assert_fact_op(key, content, context, strategy, {"confidence": confidence, **fields}, op_id)
+        return await runtime.run_async(op, self.config.write_timeout)
 
     def _assert_facts_op(
         self, items: list[dict[str, Any]], context: Context, strategy: Strategy | str | None, op_id: str | None
@@ -196,7 +194,7 @@ class BusClientMixin:
         """Many assertions (dicts with ``key``, ``content`` and remember fields) in one call:
         resolved in order and group-committed per shard, all or none per shard.
         ``op_id`` as for :meth:`assert_fact`."""
-        return runtime.run_sync(self._assert_facts_op(items, context, strategy, op_id))
+        return runtime.run_sync(self._assert_facts_op(items, context, strategy, op_id), self.config.write_timeout)
 
     async def assert_facts_async(
         self,
@@ -206,7 +204,8 @@ class BusClientMixin:
         strategy: Strategy | str | None = None,
         op_id: str | None = None,
     ) -> list[FactResult]:
-        return await runtime.run_async(self._assert_facts_op(items, context, strategy, op_id))
+        op = self._assert_facts_op(items, context, strategy, op_id)
+        return await runtime.run_async(op, self.config.write_timeout)
 
     def remember_fact(
         self, subject: str, predicate: str, obj: str, context: Context, *, confidence: float = 1.0, **fields: Any
@@ -243,10 +242,10 @@ class BusClientMixin:
 
     def current_fact(self, key: str, context: Context, *, scope: Any = None) -> MemoryNode | None:
         """The current value of a keyed fact, or None."""
-        return runtime.run_sync(self._current_fact_op(key, context, scope))
+        return runtime.run_sync(self._current_fact_op(key, context, scope), self.config.read_timeout)
 
     async def current_fact_async(self, key: str, context: Context, *, scope: Any = None) -> MemoryNode | None:
-        return await runtime.run_async(self._current_fact_op(key, context, scope))
+        return await runtime.run_async(self._current_fact_op(key, context, scope), self.config.read_timeout)
 
     def _history_op(self, key: str, context: Context, scope: Any) -> Op[list[Event]]:
         target = self._fact_scope(context, scope)
@@ -257,10 +256,10 @@ class BusClientMixin:
     def history(self, key: str, context: Context, *, scope: Any = None) -> list[Event]:
         """Every assertion of a keyed fact in commit order: ``event.data["outcome"]`` is
         ``created``, ``superseded``, ``rejected`` or ``reinforced``; ``event.node`` the value."""
-        return runtime.run_sync(self._history_op(key, context, scope))
+        return runtime.run_sync(self._history_op(key, context, scope), self.config.read_timeout)
 
     async def history_async(self, key: str, context: Context, *, scope: Any = None) -> list[Event]:
-        return await runtime.run_async(self._history_op(key, context, scope))
+        return await runtime.run_async(self._history_op(key, context, scope), self.config.read_timeout)
 
     # -------------------------------------------------------------- broadcast
     def _broadcast_op(
@@ -284,12 +283,12 @@ class BusClientMixin:
         """Share a memory with a wider scope (``"user"`` or ``"org"``): a copy with
         ``confidence x 0.9``, ``parents=[original]``. Only the owner (or an authority)
         may widen; broadcasting twice yields one copy. ``op_id`` as for ``remember``."""
-        return runtime.run_sync(self._broadcast_op(memory_id, to, context, op_id))
+        return runtime.run_sync(self._broadcast_op(memory_id, to, context, op_id), self.config.write_timeout)
 
     async def broadcast_async(
         self, memory_id: str, to: Level | str, context: Context, *, op_id: str | None = None
     ) -> MemoryNode:
-        return await runtime.run_async(self._broadcast_op(memory_id, to, context, op_id))
+        return await runtime.run_async(self._broadcast_op(memory_id, to, context, op_id), self.config.write_timeout)
 
 
 class MaintenanceClientMixin:

@@ -127,7 +127,8 @@ class ListingClientMixin:
         active and consolidated). Expired memories are left out. Read-only:
         listing does not count as an access.
         """
-        return runtime.run_sync(self._list_op(context, scope, key_prefix, kinds, statuses, limit, cursor))
+        op = self._list_op(context, scope, key_prefix, kinds, statuses, limit, cursor)
+        return runtime.run_sync(op, self.config.read_timeout)
 
     async def list_memories_async(
         self,
@@ -140,4 +141,5 @@ class ListingClientMixin:
         limit: int = 100,
         cursor: str | None = None,
     ) -> MemoryPage:
-        return await runtime.run_async(self._list_op(context, scope, key_prefix, kinds, statuses, limit, cursor))
+        op = self._list_op(context, scope, key_prefix, kinds, statuses, limit, cursor)
+        return await runtime.run_async(op, self.config.read_timeout)

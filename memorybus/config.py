@@ -251,8 +251,14 @@ class Config:
     consolidation: ConsolidationPolicy = field(default_factory=ConsolidationPolicy)
     #: start the decay and consolidation schedules when ``connect`` creates the actors
     schedule_maintenance: bool = False
-    #: seconds a store request may take (Redis socket timeout) before StoreUnavailable
+    #: seconds a store request may take (Redis socket timeout; SQLite: how long a write
+    #: waits for a lock another connection holds) before StoreUnavailable
     store_timeout: float = 5.0
+    #: seconds a call may take, end to end, before OperationTimeout: reads (recall, get,
+    #: context_for, list, history, ...) and writes (remember*, update, forget, assert*,
+    #: broadcast); ``bus.with_timeout(seconds)`` sets both for one handle; None: no limit
+    read_timeout: float | None = 30.0
+    write_timeout: float | None = 120.0
     #: seconds a shard keeps the record of each write's operation id: a re-execution or a
     #: retry with the same ``op_id`` within this window answers the first outcome
     op_retention_seconds: float = 86400.0
@@ -299,6 +305,10 @@ class Config:
             raise ConfigError("embedder_replicas", "must be >= 1")
         if not 1 <= self.embed_batch_size <= 512:
             raise ConfigError("embed_batch_size", "must be between 1 and 512")
+        for name in ("read_timeout", "write_timeout"):
+            value = getattr(self, name)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int | float) or value <= 0):
+                raise ConfigError(name, "must be a positive number of seconds or None")
         if not 0 < self.store_timeout <= 3600:
             raise ConfigError("store_timeout", "must be in (0, 3600] seconds")
         if not 60 <= self.op_retention_seconds <= 365 * 86400:

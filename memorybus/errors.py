@@ -139,6 +139,23 @@ class OutcomeUnknown(StoreUnavailable):
                 f"retry with op_id={self.op_id!r} to learn its outcome")
 
 
+class OperationTimeout(MemoryBusError, TimeoutError):  # noqa: N818 - public API name
+    """A call did not finish within its timeout (``Config.read_timeout`` /
+    ``Config.write_timeout``, or ``bus.with_timeout(seconds)``). A write that timed
+    out may still be applied: retry with ``op_id=err.op_id`` to learn its outcome."""
+
+    def __init__(self, seconds: float | None, op_id: str = "") -> None:
+        Exception.__init__(self, seconds, op_id)  # the raw arguments, for pickling
+        self.seconds = seconds
+        self.op_id = op_id
+
+    def __str__(self) -> str:
+        msg = f"the call did not finish within {self.seconds} s"
+        if self.op_id:
+            msg += f"; the write may still be applied: retry with op_id={self.op_id!r} to learn its outcome"
+        return msg
+
+
 class PartialWrite(MemoryBusError):  # noqa: N818 - public API name
     """A write spread over several shards was applied in part: after every part had
     passed its checks, some shard failed. ``stored[i]`` is item ``i`` as stored, or None

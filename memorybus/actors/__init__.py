@@ -6,6 +6,8 @@ Plain classes hold the logic; this package turns them into actors with
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Callable
 from typing import Any
 
 import ray
@@ -82,11 +84,32 @@ def create_maintenance(config: Config, kind: str, *args: Any) -> Any:
 
 
 def create_shard(config: Config, index: int) -> Any:
-    return ray.remote(ShardActor).options(**shard_options(config, index)).remote(config, shard_name(index))
+    # reads get a thread of their own: they never queue behind a write (see ShardActor)
+    actor = ray.remote(concurrency_groups={"reads": 1})(ShardActor)
+    return actor.options(**shard_options(config, index)).remote(config, shard_name(index))
 
 
 def create_embedder(config: Config, index: int) -> Any:
     return ray.remote(EmbedderActor).options(**embedder_options(config, index)).remote(config)
+
+
+def replace_dead(handles: list[Any], create: Callable[[int], Any], probe: str, timeout: float = 300) -> list[Any]:
+    """The actors ``handles`` (found or created by name), with every dead one replaced:
+    one whose constructor failed, or that Ray gave up restarting, keeps its name until
+    it is killed, so a plain get-if-exists would hand it back forever. Each is probed
+    with its method ``probe``; a dead one is killed and created again."""
+    refs = [getattr(h, probe).remote() for h in handles]
+    out = list(handles)
+    for i, ref in enumerate(refs):
+        try:
+            ray.get(ref, timeout=timeout)
+        except ray.exceptions.ActorDiedError:
+            with contextlib.suppress(Exception):
+                ray.kill(out[i], no_restart=True)
+            out[i] = create(i)
+        except Exception:  # alive but failing: the readiness check reports it
+            pass
+    return out
 
 
 def lookup(name: str, namespace: str) -> Any:
@@ -107,5 +130,6 @@ __all__ = [
     "embedder_actor_name",
     "lookup",
     "maintenance_name",
+    "replace_dead",
     "shard_actor_name",
 ]

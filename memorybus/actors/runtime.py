@@ -20,7 +20,7 @@ import ray
 import ray.exceptions as rex
 
 from memorybus.config import Config
-from memorybus.errors import MemoryBusError, StoreUnavailable
+from memorybus.errors import MemoryBusError, OperationTimeout, StoreUnavailable
 
 T = TypeVar("T")
 Op = Generator[Any, Any, T]
@@ -41,7 +41,7 @@ def unwrap(exc: BaseException) -> BaseException:
             return unwrap(cause)
         return StoreUnavailable("ray", str(exc))
     if isinstance(exc, rex.GetTimeoutError):
-        return StoreUnavailable("ray", f"timed out: {exc}")
+        return OperationTimeout(None)
     if isinstance(exc, rex.RayActorError | rex.ActorUnavailableError):
         return StoreUnavailable("ray", f"actor unavailable: {exc}")
     if isinstance(exc, rex.RayError) and not isinstance(exc, MemoryBusError):
@@ -59,27 +59,48 @@ def in_ray_worker() -> bool:
         return ray.get_runtime_context().get_actor_id() is not None
 
 
-def _get_settled(refs: list[Any], timeout: float | None) -> list[Any]:
+class _Deadline:
+    """One timeout for a whole operation, however many waits it takes."""
+
+    def __init__(self, timeout: float | None) -> None:
+        self.timeout = timeout
+        self.at = None if timeout is None else time.monotonic() + timeout
+
+    def left(self) -> float | None:
+        return None if self.at is None else max(0.0, self.at - time.monotonic())
+
+    def error(self) -> OperationTimeout:
+        return OperationTimeout(self.timeout)
+
+
+def _get_settled(refs: list[Any], deadline: _Deadline) -> list[Any]:
     out: list[Any] = []
     for ref in refs:
         try:
-            out.append(ray.get(ref, timeout=timeout))
+            out.append(ray.get(ref, timeout=deadline.left()))
+        except rex.GetTimeoutError:
+            out.append(deadline.error())
         except Exception as exc:
             out.append(unwrap(exc))
     return out
 
 
 def run_sync(op: Op[T], timeout: float | None = None) -> T:
-    """Drive ``op`` with ``ray.get``. A failed wait is thrown into the operation (as a
+    """Drive ``op`` with ``ray.get``, all of it within ``timeout`` seconds (None: no
+    limit; past it, OperationTimeout). A failed wait is thrown into the operation (as a
     memorybus error), so it may add what it knows (its operation id) or recover."""
+    deadline = _Deadline(timeout)
     try:
         wanted = op.send(None)
         while True:
             try:
                 if isinstance(wanted, Settled):
-                    result: Any = _get_settled(wanted.refs, timeout)
+                    result: Any = _get_settled(wanted.refs, deadline)
                 else:
-                    result = ray.get(wanted, timeout=timeout)
+                    result = ray.get(wanted, timeout=deadline.left())
+            except rex.GetTimeoutError:
+                wanted = op.throw(deadline.error())
+                continue
             except Exception as exc:
                 wanted = op.throw(unwrap(exc))
                 continue
@@ -93,21 +114,25 @@ async def _await_one(ref: Any) -> Any:
 
 
 async def run_async(op: Op[T], timeout: float | None = None) -> T:
+    """:func:`run_sync` with ``await``."""
+    deadline = _Deadline(timeout)
     try:
         wanted = op.send(None)
         while True:
-            if isinstance(wanted, Settled):
-                raw = await asyncio.wait_for(
-                    asyncio.gather(*map(_await_one, wanted.refs), return_exceptions=True),
-                    timeout,
-                )
-                result: Any = [unwrap(r) if isinstance(r, BaseException) else r for r in raw]
-            else:
-                try:
-                    result = await asyncio.wait_for(asyncio.gather(*map(_await_one, wanted)), timeout)
-                except Exception as exc:
-                    wanted = op.throw(unwrap(exc))
-                    continue
+            try:
+                if isinstance(wanted, Settled):
+                    raw = await asyncio.wait_for(
+                        asyncio.gather(*map(_await_one, wanted.refs), return_exceptions=True), deadline.left()
+                    )
+                    result: Any = [unwrap(r) if isinstance(r, BaseException) else r for r in raw]
+                else:
+                    result = await asyncio.wait_for(asyncio.gather(*map(_await_one, wanted)), deadline.left())
+            except TimeoutError:
+                wanted = op.throw(deadline.error())
+                continue
+            except Exception as exc:
+                wanted = op.throw(unwrap(exc))
+                continue
             wanted = op.send(result)
     except StopIteration as stop:
         return stop.value

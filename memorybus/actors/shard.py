@@ -5,13 +5,15 @@ from __future__ import annotations
 import os
 import threading
 import time
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
 
 import numpy as np
+import ray
 
 from memorybus.bus.routing import partition_of
 from memorybus.config import Config
+from memorybus.errors import MemoryBusError, StoreUnavailable
 from memorybus.events import Event, EventFilter
 from memorybus.maintenance import Cluster, ConsolidationPolicy, DecayPolicy
 from memorybus.model import MemoryKind, MemoryNode, MemoryStatus
@@ -21,9 +23,16 @@ from memorybus.scopes import Context, Scope
 from memorybus.shard import FactResult, Shard
 from memorybus.storage.factory import open_shard
 
+T = TypeVar("T")
+
 
 class ShardActor:
-    """Owns the scopes routed to shard ``name``. Calls run one at a time.
+    """Owns the scopes routed to shard ``name``.
+
+    Writes run one at a time on the actor's default thread; reads run on a thread of
+    their own (the ``reads`` concurrency group), so a write waiting for its store (a
+    lock another process holds, a hung server) never holds up a read. See
+    :mod:`memorybus.shard.gate`.
 
     Every mutating method takes the caller's operation id ``op`` (the client makes
     one per call): Ray re-runs a call with the same arguments after the actor died,
@@ -42,14 +51,26 @@ class ShardActor:
         self._start_touch_timer()
 
     def _s(self) -> Shard:
-        """The open shard; opened on first use and again after :meth:`close`."""
+        """The open shard; opened on first use, after a failed open, and after
+        :meth:`close`. The constructor opens nothing, so a shard restarted while its
+        store is unreachable stays alive and serves again once the store is back."""
         shard = self._shard
         if shard is None:
             with self._open_lock:
                 if self._shard is None:
-                    self._shard = open_shard(self.config, self.name, on_events=self._publish)
+                    self._shard = self._open()
                 shard = self._shard
         return shard
+
+    def _open(self) -> Shard:
+        """Open store and index. Never fatal to the actor: a store that cannot be reached
+        now (or refuses to serve) raises to this call, and the next call tries again."""
+        try:
+            return open_shard(self.config, self.name, on_events=self._publish)
+        except MemoryBusError:
+            raise
+        except Exception as exc:
+            raise StoreUnavailable("shard", f"{self.name} could not open: {exc!r}") from exc
 
     def close(self) -> None:
         """Flush and close the store and index cleanly (SQLite: WAL checkpointed into
@@ -57,7 +78,21 @@ class ShardActor:
         with self._open_lock:
             shard, self._shard = self._shard, None
             if shard is not None:
-                shard.close()
+                with shard.gate.write():
+                    shard.close()
+
+    def _read(self, call: Callable[[Shard], T]) -> T:
+        """A read: on the reads thread, under the shard's state lock only (never behind
+        a write waiting for its store)."""
+        shard = self._s()
+        with shard.gate.read():
+            return call(shard)
+
+    def _write(self, call: Callable[[Shard], T]) -> T:
+        """A write: one at a time, letting reads in while its store commit runs."""
+        shard = self._s()
+        with shard.gate.write():
+            return call(shard)
 
     def _start_touch_timer(self) -> None:
         """Access statistics reach the store within ``touch_flush_seconds`` even when no
@@ -92,8 +127,6 @@ class ShardActor:
     def _hub(self, partition: int) -> Any:
         hub = self._hubs.get(partition)
         if hub is None:
-            import ray
-
             try:
                 hub = ray.get_actor(
                     f"{self.config.namespace}:bus-{partition}", namespace=self.config.namespace
@@ -123,7 +156,7 @@ class ShardActor:
         if vector is not None:
             vector = np.asarray(vector)
             vector = vector[0] if vector.ndim == 2 else vector
-        return self._s().assert_fact(context, node, vector, strategy, op=op)
+        return self._write(lambda shard: shard.assert_fact(context, node, vector, strategy, op=op))
 
     def assert_facts(
         self,
@@ -135,13 +168,14 @@ class ShardActor:
         op: str | None = None,
     ) -> list[FactResult]:
         vecs = None if vectors is None else np.asarray(vectors)[rows]
-        return self._s().assert_facts(context, nodes, vecs, strategy, op=op)
+        return self._write(lambda shard: shard.assert_facts(context, nodes, vecs, strategy, op=op))
 
     def decay_sweep(
         self, now: float, policy: DecayPolicy, op: str | None = None, within: Context | None = None
     ) -> dict[str, int]:
-        return self._s().decay_sweep(now, policy, op=op, within=within)
+        return self._write(lambda shard: shard.decay_sweep(now, policy, op=op, within=within))
 
+    @ray.method(concurrency_group="reads")
     def consolidation_plan(
         self,
         now: float,
@@ -150,7 +184,7 @@ class ShardActor:
         due_only: bool,
         within: Context | None = None,
     ) -> list[Cluster]:
-        return self._s().consolidation_plan(now, policy, scopes, due_only, within=within)
+        return self._read(lambda shard: shard.consolidation_plan(now, policy, scopes, due_only, within=within))
 
     def apply_consolidation(
         self,
@@ -162,27 +196,34 @@ class ShardActor:
         op: str | None = None,
         within: Context | None = None,
     ) -> MemoryNode | None:
-        return self._s().apply_consolidation(member_ids, text, vector, now, policy, op=op, within=within)
+        return self._write(
+            lambda shard: shard.apply_consolidation(member_ids, text, vector, now, policy, op=op, within=within)
+        )
 
+    @ray.method(concurrency_group="reads")
     def current_fact(self, context: Context, key: str, scope: Scope) -> MemoryNode | None:
-        return self._s().current_fact(context, key, scope)
+        return self._read(lambda shard: shard.current_fact(context, key, scope))
 
+    @ray.method(concurrency_group="reads")
     def history(self, context: Context, key: str, scope: Scope) -> list[Event]:
-        return self._s().history(context, key, scope)
+        return self._read(lambda shard: shard.history(context, key, scope))
 
+    @ray.method(concurrency_group="reads")
     def broadcast_source(self, context: Context, memory_id: str, to: str) -> MemoryNode:
-        return self._s().broadcast_source(context, memory_id, to)
+        return self._read(lambda shard: shard.broadcast_source(context, memory_id, to))
 
     def put_broadcast(self, context: Context, copy: MemoryNode, op: str | None = None) -> MemoryNode:
-        return self._s().put_broadcast(context, copy, op=op)
+        return self._write(lambda shard: shard.put_broadcast(context, copy, op=op))
 
+    @ray.method(concurrency_group="reads")
     def read_events(
         self, context: Context, cursors: dict[str, int], flt: EventFilter | None, limit: int
     ) -> tuple[list[Event], dict[str, int], bool]:
-        return self._s().read_events_page(context, cursors, flt, limit)
+        return self._read(lambda shard: shard.read_events_page(context, cursors, flt, limit))
 
+    @ray.method(concurrency_group="reads")
     def last_seqs(self, context: Context) -> dict[str, int]:
-        return self._s().last_seqs(context)
+        return self._read(lambda shard: shard.last_seqs(context))
 
     def put_many(
         self,
@@ -192,10 +233,11 @@ class ShardActor:
         rows: Sequence[int] | None = None,
         op: str | None = None,
     ) -> list[MemoryNode]:
-        return self._s().put_many(context, nodes, vectors, rows, op=op)
+        return self._write(lambda shard: shard.put_many(context, nodes, vectors, rows, op=op))
 
+    @ray.method(concurrency_group="reads")
     def check_puts(self, context: Context, nodes: list[MemoryNode]) -> int:
-        return self._s().check_puts(context, nodes)
+        return self._read(lambda shard: shard.check_puts(context, nodes))
 
     def update(
         self,
@@ -209,16 +251,18 @@ class ShardActor:
         if vector is not None:
             vector = np.asarray(vector)
             vector = vector[0] if vector.ndim == 2 else vector
-        return self._s().update(context, memory_id, expected_version, changes, vector, op=op)
+        return self._write(lambda shard: shard.update(context, memory_id, expected_version, changes, vector, op=op))
 
     def delete(
         self, context: Context, memory_id: str, expected_version: int | None = None, op: str | None = None
     ) -> bool:
-        return self._s().delete(context, memory_id, expected_version, op=op)
+        return self._write(lambda shard: shard.delete(context, memory_id, expected_version, op=op))
 
+    @ray.method(concurrency_group="reads")
     def get(self, context: Context, memory_id: str, with_embedding: bool = False) -> MemoryNode:
-        return self._s().get(context, memory_id, with_embedding=with_embedding)
+        return self._read(lambda shard: shard.get(context, memory_id, with_embedding=with_embedding))
 
+    @ray.method(concurrency_group="reads")
     def search(
         self,
         context: Context,
@@ -228,8 +272,9 @@ class ShardActor:
         statuses: Sequence[MemoryStatus] | None = None,
         as_of: float | None = None,
     ) -> list[RecallHit]:
-        return self._s().search(context, vector, k, kinds=kinds, statuses=statuses, as_of=as_of)
+        return self._read(lambda shard: shard.search(context, vector, k, kinds=kinds, statuses=statuses, as_of=as_of))
 
+    @ray.method(concurrency_group="reads")
     def recall(
         self,
         request: tuple[
@@ -247,33 +292,40 @@ class ShardActor:
         back from the caller cost more than the overlap saved.)
         """
         context, k, kinds, statuses, query, options = request
-        return self._s().search(
+        return self._read(lambda shard: shard.search(
             context, np.asarray(vector), k, kinds=kinds, statuses=statuses, query=query, options=options
-        )
+        ))
 
+    @ray.method(concurrency_group="reads")
     def list_memories(self, context: Context, filters: dict[str, Any]) -> list[MemoryNode]:
         """:meth:`memorybus.shard.Shard.list_memories`; ``filters`` are its keyword arguments."""
-        return self._s().list_memories(context, **filters)
+        return self._read(lambda shard: shard.list_memories(context, **filters))
 
+    @ray.method(concurrency_group="reads")
     def pinned(self, context: Context) -> list[MemoryNode]:
-        return self._s().pinned(context)
+        return self._read(lambda shard: shard.pinned(context))
 
     def flush(self) -> int:
-        return self._s().flush()
+        return self._write(lambda shard: shard.flush())
 
     def flush_touches(self) -> int:
         """The timer's flush: writes pending access statistics of an open shard (a
-        closed one has flushed them and stays closed)."""
+        closed one has flushed them and stays closed). It never waits for the store:
+        statistics another write holds up stay pending for the next tick."""
         shard = self._shard
-        return 0 if shard is None else shard.flush()
+        if shard is None:
+            return 0
+        with shard.gate.write():
+            return shard.flush(wait=False)
 
+    @ray.method(concurrency_group="reads")
     def count(self) -> int:
-        return self._s().count()
+        return self._read(lambda shard: shard.count())
 
+    @ray.method(concurrency_group="reads")
     def pid(self) -> int:
         return os.getpid()
 
+    @ray.method(concurrency_group="reads")
     def node_id(self) -> str:
-        import ray
-
         return str(ray.get_runtime_context().get_node_id())

@@ -31,6 +31,7 @@ from memorybus.retrieval.options import RecallOptions
 from memorybus.retrieval.reader import RecallReader
 from memorybus.scopes import Context
 from memorybus.shard.facts import FactsMixin
+from memorybus.shard.gate import Gate
 from memorybus.shard.maintenance import MaintenanceMixin
 from memorybus.shard.ops import OpsMixin
 from memorybus.shard.writes import WritesMixin
@@ -61,6 +62,7 @@ class Shard(OpsMixin, WritesMixin, FactsMixin, MaintenanceMixin):
         owns: Callable[[str], bool] | None = None,
     ) -> None:
         self.name = name
+        self.gate = Gate()  # how the actor's read and write threads share this shard
         #: whether this shard owns a scope key (None: every scope, for a shard used alone);
         #: a new memory in a scope routed elsewhere is refused, so an id lives on one shard
         self.owns = owns
@@ -276,7 +278,7 @@ class Shard(OpsMixin, WritesMixin, FactsMixin, MaintenanceMixin):
             count, _ = self._touches.get(memory_id, (0, now))
             self._touches[memory_id] = (count + 1, now)
         if time.monotonic() - self._last_flush >= self.touch_flush_seconds:
-            self.flush()
+            self.flush(wait=False)
 
     def touches_due(self, within: float | None = None) -> bool:
         """Whether pending access statistics must be written now to reach the store within
@@ -287,12 +289,17 @@ class Shard(OpsMixin, WritesMixin, FactsMixin, MaintenanceMixin):
         limit = self.touch_flush_seconds if within is None else within
         return time.monotonic() - self._first_touch >= 0.5 * limit
 
-    def flush(self) -> int:
-        """Write pending access statistics to the store; returns how many nodes."""
+    def flush(self, *, wait: bool = True) -> int:
+        """Write pending access statistics to the store; returns how many nodes.
+        ``wait=False`` (a recall flushing on the side): if a write holds the store,
+        keep them for the next flush instead of waiting."""
         pending, self._touches = self._touches, {}
         self._last_flush = time.monotonic()
-        if pending:
-            self.store.touch(pending)
+        if pending and not self.store.touch(pending, wait=wait):
+            for memory_id, (count, when) in pending.items():
+                more, later = self._touches.get(memory_id, (0, when))
+                self._touches[memory_id] = (count + more, max(when, later))
+            return 0
         return len(pending)
 
     def close(self) -> None:

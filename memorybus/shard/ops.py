@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from memorybus.codec import decode, encode, node_from_dict, node_to_dict
-from memorybus.errors import InvalidRequest, OutcomeUnknown, StoreUnavailable
+from memorybus.errors import InvalidRequest, OperationTimeout, OutcomeUnknown, StoreUnavailable
 from memorybus.events import Event
 from memorybus.model import MemoryNode
 from memorybus.scopes import Context
@@ -57,12 +57,14 @@ def new_op(op_id: str | None) -> str:
 
 
 def tag_op(op: str, inner: Generator[Any, Any, T]) -> Generator[Any, Any, T]:
-    """Drive the client operation ``inner``; an OutcomeUnknown it raises names the
-    caller's operation id (what a retry passes as ``op_id``)."""
+    """Drive the client operation ``inner``; an OutcomeUnknown or OperationTimeout it
+    raises names the caller's operation id (what a retry passes as ``op_id``)."""
     try:
         return (yield from inner)
     except OutcomeUnknown as exc:
         raise OutcomeUnknown(exc.backend, exc.detail, op) from None
+    except OperationTimeout as exc:
+        raise OperationTimeout(exc.seconds, op) from None
 
 
 def op_key(method: str, owner: Context | str, op: str) -> str:
@@ -164,7 +166,8 @@ class OpsMixin(_ShardState):
         batch.event_keys = [e.node.key if "fact_seq" in e.data else None for e in evs]
         batch.op, batch.op_result, batch.attempt = key, encode_outcome(result), uuid.uuid4().hex[:16]
         try:
-            seqs = self.store.commit(batch)
+            with self.gate.committing():  # reads go on while the store commits
+                seqs = self.store.commit(batch)
         except AlreadyApplied as done:
             return decode_outcome(done.record.result)
         except StoreUnavailable as exc:

@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from memorybus.model import MemoryNode
     from memorybus.retrieval.reader import RecallReader
     from memorybus.scopes import Context
+    from memorybus.shard.gate import Gate
     from memorybus.shard.ops import OpCall
     from memorybus.storage.base import Store, WriteBatch
     from memorybus.storage.vectors import VectorIndex
@@ -35,6 +36,7 @@ class _ShardState:
     so that each mixin type-checks on its own."""
 
     name: str
+    gate: Gate
     owns: Callable[[str], bool] | None
     store: Store
     index: VectorIndex

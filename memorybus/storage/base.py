@@ -151,10 +151,12 @@ class Store(Protocol):
         """Every record, for rebuilding indexes. Order unspecified."""
         ...
 
-    def touch(self, stats: Mapping[str, tuple[int, float]]) -> None:
+    def touch(self, stats: Mapping[str, tuple[int, float]], *, wait: bool = True) -> bool:
         """Add access counts and raise last_accessed: ``{id: (count, when)}``.
 
         Access statistics are not versioned; ids that no longer exist are ignored.
+        ``wait=False``: give up at once, returning False with nothing written, when
+        another write holds the store (a read path flushing on the side must not wait).
         """
         ...
 

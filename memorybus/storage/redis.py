@@ -266,13 +266,14 @@ class RedisStore:
         reply = self._call(self._resolve, keys=[self.keys.op(op)], args=[attempt, self._retention_ms])
         return _record(reply) if reply[0] in (b"done", "done") else None
 
-    def touch(self, stats: Mapping[str, tuple[int, float]]) -> None:
+    def touch(self, stats: Mapping[str, tuple[int, float]], *, wait: bool = True) -> bool:
         if not stats:
-            return
+            return True
         pipe = self._r.pipeline(transaction=False)
         for mid, (count, when) in stats.items():
             self._touch(keys=[self.keys.node(mid)], args=[int(count), repr(float(when))], client=pipe)
         self._call(pipe.execute)
+        return True
 
     # ------------------------------------------------------------------- reads
     def get(self, memory_id: str) -> MemoryNode | None:

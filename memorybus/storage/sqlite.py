@@ -67,17 +67,29 @@ class SqliteStore:
 
     backend = "sqlite"
 
-    def __init__(self, path: str | os.PathLike[str], *, op_retention: float = DEFAULT_OP_RETENTION) -> None:
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        op_retention: float = DEFAULT_OP_RETENTION,
+        timeout: float = 30.0,
+    ) -> None:
+        """``timeout``: how long a write waits for a lock another connection holds
+        before StoreUnavailable. Reads use a connection of their own: in WAL mode they
+        see the last commit and never wait for a writer."""
         self.path = os.fspath(path)
         self.op_retention = float(op_retention)
+        self._timeout_ms = max(1, int(timeout * 1000))
         self._pruned = 0.0
-        self._lock = threading.RLock()
+        self._lock = threading.RLock()  # the writer connection
+        self._rlock = threading.Lock()  # the reader connection
         try:
             os.makedirs(os.path.dirname(os.path.abspath(self.path)), exist_ok=True)
-            self._db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False, timeout=30.0)
+            self._db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False, timeout=timeout)
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=FULL")
             self._db.executescript(_SCHEMA)
+            self._reader = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False, timeout=timeout)
         except (sqlite3.Error, OSError) as exc:
             raise StoreUnavailable("sqlite", f"{self.path}: {exc}") from None
 
@@ -197,29 +209,39 @@ class SqliteStore:
             raise MemoryNotFound(memory_id)
         raise VersionConflict(memory_id, expected, row[0])
 
-    def touch(self, stats: Mapping[str, tuple[int, float]]) -> None:
+    def touch(self, stats: Mapping[str, tuple[int, float]], *, wait: bool = True) -> bool:
         if not stats:
-            return
+            return True
         rows = [(count, when, mid) for mid, (count, when) in stats.items()]
-        with self._lock:
-            try:
-                self._db.execute("BEGIN IMMEDIATE")
-                self._db.executemany(
-                    "UPDATE nodes SET access_count=access_count+?, "
-                    "last_accessed=max(last_accessed, ?) WHERE id=?",
-                    rows,
-                )
-                self._db.execute("COMMIT")
-            except sqlite3.Error as exc:
+        if not self._lock.acquire(blocking=wait):
+            return False  # a commit is running: the caller keeps the statistics for later
+        try:
+            if not wait:
+                self._db.execute("PRAGMA busy_timeout=0")
+            self._db.execute("BEGIN IMMEDIATE")
+            self._db.executemany(
+                "UPDATE nodes SET access_count=access_count+?, last_accessed=max(last_accessed, ?) WHERE id=?",
+                rows,
+            )
+            self._db.execute("COMMIT")
+            return True
+        except sqlite3.Error as exc:
+            with contextlib.suppress(sqlite3.Error):
+                self._db.execute("ROLLBACK")
+            if not wait and isinstance(exc, sqlite3.OperationalError) and "locked" in str(exc):
+                return False  # another connection holds the write lock
+            raise StoreUnavailable("sqlite", str(exc)) from None
+        finally:
+            if not wait:
                 with contextlib.suppress(sqlite3.Error):
-                    self._db.execute("ROLLBACK")
-                raise StoreUnavailable("sqlite", str(exc)) from None
+                    self._db.execute(f"PRAGMA busy_timeout={self._timeout_ms}")
+            self._lock.release()
 
     # ------------------------------------------------------------------- reads
     def _query(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
-        with self._lock:
+        with self._rlock:
             try:
-                return self._db.execute(sql, params).fetchall()
+                return self._reader.execute(sql, params).fetchall()
             except sqlite3.Error as exc:
                 raise StoreUnavailable("sqlite", str(exc)) from None
 
@@ -295,6 +317,8 @@ class SqliteStore:
     def close(self) -> None:
         """Checkpoint the WAL into the main file and close: afterwards the ``.sqlite``
         file alone holds every committed write (no ``-wal`` file is left)."""
+        with self._rlock, contextlib.suppress(sqlite3.Error):
+            self._reader.close()
         with self._lock, contextlib.suppress(sqlite3.Error):
             self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
             self._db.close()

@@ -3,6 +3,7 @@ while a shard restarts (kill -9), a corrupt derived index. Real Redis servers, r
 Ray actors, real files."""
 
 import signal
+import time
 import uuid
 
 import pytest
@@ -12,6 +13,8 @@ import memorybus as mb
 from memorybus import Config, Context
 
 pytestmark = [pytest.mark.ray, pytest.mark.redis, pytest.mark.model, pytest.mark.timeout(300)]
+#: two buses (the module's and a test's own) fit in the 2 CPUs of the local Ray
+SMALL = {"embedder_num_cpus": 0.5}
 
 
 def test_write_timed_out_on_a_hung_redis_is_adopted_never_hidden_nor_duplicated(ray_local, tmp_path, private_redis):
@@ -21,7 +24,7 @@ def test_write_timed_out_on_a_hung_redis_is_adopted_never_hidden_nor_duplicated(
     the operation id returns that memory instead of writing a copy."""
     ns = f"hung_{uuid.uuid4().hex[:6]}"
     cfg = Config.redis(private_redis.url, data_dir=str(tmp_path / "data"), num_shards=1, namespace=ns,
-                       store_timeout=1.0)
+                       store_timeout=1.0, **SMALL)
     bus = mb.connect(cfg)
     try:
         ctx = Context("acme", "u1")
@@ -51,7 +54,7 @@ def sqlite_bus(ray_local, tmp_path_factory):
     """An embedded bus whose SQLite stores give up on a lock after 1 s."""
     data = tmp_path_factory.mktemp("faults")
     bus = mb.connect(Config.embedded(data, num_shards=2, namespace=f"faults_{uuid.uuid4().hex[:6]}",
-                                     store_timeout=1.0))
+                                     store_timeout=1.0, **SMALL))
     bus.data_dir = data
     yield bus
     bus.shutdown()
@@ -107,3 +110,131 @@ def test_remember_many_reports_per_item_when_a_shard_fails_after_the_checks(sqli
     done = bus.remember_many(items, ctx, op_id=err.op_id)
     assert [n.id for n in done[3:]] == [n.id for n in err.stored[3:]]  # the stored part answers from its record
     assert sorted(visible(bus, ctx).values()) == sorted(i["content"] for i in items)
+
+
+def _restart(shard, timeout=45.0):
+    """Kill a shard actor (Ray restarts it) and wait for the new process."""
+    import ray
+
+    old = ray.get(shard.pid.remote(), timeout=30)
+    ray.kill(shard, no_restart=False)
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        try:
+            if ray.get(shard.pid.remote(), timeout=5) != old:
+                return
+        except (ray.exceptions.RayActorError, ray.exceptions.GetTimeoutError, ray.exceptions.ActorUnavailableError):
+            pass
+        time.sleep(0.2)
+    raise AssertionError("the shard actor did not come back")
+
+
+def test_shard_restarted_while_redis_is_down_serves_again_once_it_is_back(ray_local, tmp_path, private_redis):
+    cfg = Config.redis(private_redis.url, data_dir=str(tmp_path / "data"), num_shards=1,
+                       namespace=f"down_{uuid.uuid4().hex[:6]}", store_timeout=1.0, **SMALL)
+    bus = mb.connect(cfg)
+    try:
+        ctx = Context("acme", "u1")
+        bus.remember_many([f"fact {i}: the blue door is on floor {i}" for i in range(3)], ctx)
+        private_redis.kill(signal.SIGKILL)
+        _restart(bus._shard_handles()[0])  # its restart finds no store: it must not die of it
+        with pytest.raises(mb.StoreUnavailable):
+            bus.count()
+        private_redis.start()
+        deadline = time.time() + 30
+        while True:
+            try:
+                if bus.count() == 3:
+                    break
+            except mb.StoreUnavailable:
+                assert time.time() < deadline, "the shard never served again"
+                time.sleep(0.3)
+        again = mb.connect(cfg)  # a new client finds the same, living shard
+        assert again.count() == 3
+        hits = again.recall("which floor is the blue door on?", ctx, k=3)
+        assert sorted(h.node.content for h in hits) == [f"fact {i}: the blue door is on floor {i}" for i in range(3)]
+    finally:
+        bus.shutdown()
+
+
+def test_corrupt_vector_index_is_rebuilt_from_the_store(sqlite_bus):
+    bus = sqlite_bus
+    ctx, user_shard, _ = split_context(bus)
+    stored = bus.remember_many([f"memo {i}: the green key opens locker {i}" for i in range(4)], ctx)
+    vectors = bus.data_dir / f"shard-{user_shard}" / "vectors"
+    files = [p for p in vectors.rglob("*") if p.is_file()]
+    assert files
+    for p in files:  # garbage over every file of the derived index
+        p.write_bytes(b"\x00garbage\xff" * 7)
+    _restart(bus._shard_handles()[user_shard])
+    hits = bus.recall("which locker does the green key open?", ctx, k=4)
+    assert {h.node.id for h in hits} == {n.id for n in stored}
+
+
+def test_connect_replaces_a_shard_actor_that_died_in_its_constructor(ray_local, tmp_path):
+    """A named actor whose constructor raised stays dead and keeps its name; connect must
+    not hand it back."""
+    import ray
+
+    from memorybus import actors
+
+    cfg = Config.embedded(tmp_path / "data", num_shards=1, namespace=f"dead_{uuid.uuid4().hex[:6]}", **SMALL)
+
+    class Broken:
+        def __init__(self) -> None:
+            raise RuntimeError("the store was unreachable while this shard started")
+
+        def pid(self) -> int:
+            return 0
+
+    dead = ray.remote(Broken).options(name=actors.shard_actor_name(cfg, 0), namespace=cfg.namespace,
+                                      num_cpus=0.01, max_restarts=0).remote()
+    with pytest.raises(ray.exceptions.ActorDiedError):
+        ray.get(dead.pid.remote(), timeout=30)
+    bus = mb.connect(cfg)
+    try:
+        ctx = Context("acme", "u1")
+        bus.remember("the shard is alive again", ctx)
+        assert bus.count() == 1
+    finally:
+        bus.shutdown()
+
+
+def test_reads_do_not_wait_for_a_blocked_write_and_every_call_has_a_timeout(ray_local, tmp_path):
+    """Another process holds the SQLite write lock: a write waits for it, a read does
+    not; a call past its timeout raises OperationTimeout naming its operation id, and
+    the retry with that id finds the write applied once."""
+    import sqlite3
+    import threading
+
+    cfg = Config.embedded(tmp_path / "data", num_shards=1, namespace=f"slow_{uuid.uuid4().hex[:6]}",
+                          store_timeout=20.0, **SMALL)
+    bus = mb.connect(cfg)
+    try:
+        ctx = Context("acme", "u1")
+        first = bus.remember("the standup is at ten", ctx)
+        bus.recall("warm up the query encoder", ctx, k=1)
+        lock = sqlite3.connect(tmp_path / "data" / "shard-0" / "records.sqlite", isolation_level=None)
+        lock.execute("BEGIN IMMEDIATE")
+        blocked: list = []
+        writer = threading.Thread(target=lambda: blocked.append(bus.remember("the retro is on friday", ctx)))
+        try:
+            writer.start()
+            time.sleep(1.0)  # the write is waiting for the lock inside the shard
+            started = time.monotonic()
+            assert bus.get(first.id, ctx).content == "the standup is at ten"
+            assert bus.recall("when is the standup?", ctx, k=1)[0].node.id == first.id
+            assert time.monotonic() - started < 4.0, "a read waited for the blocked write"
+            with pytest.raises(mb.OperationTimeout) as exc:
+                bus.with_timeout(1.0).remember("the demo is on monday", ctx)
+            assert exc.value.op_id
+        finally:
+            lock.execute("ROLLBACK")
+            lock.close()
+        writer.join(timeout=60)
+        assert blocked and blocked[0].content == "the retro is on friday"
+        again = bus.remember("the demo is on monday", ctx, op_id=exc.value.op_id)
+        assert again.content == "the demo is on monday"
+        assert bus.count() == 3
+    finally:
+        bus.shutdown()

@@ -14,6 +14,7 @@ CASES = [
     E.StoreUnavailable("redis", "connection refused"),
     E.OutcomeUnknown("redis", "Timeout reading from socket", "op-17"),
     E.PartialWrite("op-3", [None, "stored"], {}),
+    E.OperationTimeout(2.5, "op-4"),
     E.IndexUnavailable("qdrant-edge", "broken"),
     E.EmbeddingError("bad shape"),
     E.MemoryBusError("plain"),
