@@ -28,6 +28,7 @@ from memorybus.errors import (
     OutcomeUnknown,
     PartialWrite,
     ScopeViolation,
+    StoreMismatch,
     StoreUnavailable,
     VersionConflict,
 )
@@ -73,6 +74,7 @@ __all__ = [
     "RecallOptions",
     "Scope",
     "ScopeViolation",
+    "StoreMismatch",
     "StoreUnavailable",
     "Strategy",
     "Subscription",

@@ -36,13 +36,14 @@ from memorybus.errors import (
     MemoryBusError,
     MemoryNotFound,
     PartialWrite,
+    StoreMismatch,
 )
 from memorybus.items import build_memory, turn_items
 from memorybus.model import MemoryKind, MemoryNode, MemoryStatus
 from memorybus.retrieval import DEFAULT_STATUSES, RecallHit, merge_hits
 from memorybus.retrieval.options import RecallOptions
 from memorybus.retrieval.structure import embedding_texts
-from memorybus.scopes import Context, Level, Router, Scope
+from memorybus.scopes import Context, Level, Router, Scope, shard_name
 from memorybus.shard.ops import new_op, tag_op
 from memorybus.validation import check_text
 
@@ -673,7 +674,29 @@ def connect(config: Config | None = None, **ray_init_kwargs: Any) -> MemoryBus:
     if not isinstance(config, Config):
         raise InvalidRequest("config", "must be a memorybus.Config")
     runtime.ensure_ray(config, **ray_init_kwargs)
+    _prepare_stores(config)
     return MemoryBus(config, _create=True)
+
+
+def _prepare_stores(config: Config) -> None:
+    """Before any shard starts: refuse a changed shard count (or move the scopes, with
+    ``Config(migrate=True)``) and, on this machine's disk, a store that existed and is
+    gone. Each shard checks its own store again when it opens it."""
+    from memorybus import actors
+    from memorybus.storage import factory, identity, reshard
+
+    recorded = reshard.recorded_num_shards(config)
+    if recorded is not None and recorded != config.num_shards:
+        if not config.migrate:
+            raise StoreMismatch("bus", f"its stores were written with num_shards={recorded}, not "
+                                       f"{config.num_shards}: connect with Config(migrate=True) to move the scopes")
+        running = actors.alive_shards(config, max(recorded, config.num_shards))
+        if running:
+            raise StoreMismatch("bus", f"stop the running shards before migrating (bus.shutdown()): {running}")
+        reshard.reshard(config, recorded)
+    if config.backend == "embedded":
+        for i in range(config.num_shards):
+            identity.store_file_missing(config, shard_name(i), factory.sqlite_path(config, shard_name(i)))
 
 
 __all__ = ["Level", "MemoryBus", "MemoryBusError", "connect"]

@@ -251,6 +251,9 @@ class Config:
     consolidation: ConsolidationPolicy = field(default_factory=ConsolidationPolicy)
     #: start the decay and consolidation schedules when ``connect`` creates the actors
     schedule_maintenance: bool = False
+    #: the stores were written with another ``num_shards``: move their scopes to the
+    #: shards that now own them when ``connect`` starts (else connect refuses)
+    migrate: bool = False
     #: seconds a store request may take (Redis socket timeout; SQLite: how long a write
     #: waits for a lock another connection holds) before StoreUnavailable
     store_timeout: float = 5.0

@@ -176,6 +176,19 @@ class PartialWrite(MemoryBusError):  # noqa: N818 - public API name
                 f"(first: {first}); retry with op_id={self.op_id!r} to finish")
 
 
+class StoreMismatch(MemoryBusError):  # noqa: N818 - public API name
+    """A shard refuses to start: its store is missing, empty, another store, or was
+    written with another shard count (see :mod:`memorybus.storage.identity`)."""
+
+    def __init__(self, shard: str, reason: str) -> None:
+        super().__init__(shard, reason)
+        self.shard = shard
+        self.reason = reason
+
+    def __str__(self) -> str:
+        return f"{self.shard} refuses to start: {self.reason}"
+
+
 class IndexUnavailable(MemoryBusError):  # noqa: N818 - public API name
     """A derived index (vector index) failed; it can be rebuilt from the store."""
 

@@ -85,7 +85,8 @@ def create_maintenance(config: Config, kind: str, *args: Any) -> Any:
 
 def create_shard(config: Config, index: int) -> Any:
     # reads get a thread of their own: they never queue behind a write (see ShardActor)
-    actor = ray.remote(concurrency_groups={"reads": 1})(ShardActor)
+    groups: dict[str, Any] = {"concurrency_groups": {"reads": 1}}
+    actor = ray.remote(**groups)(ShardActor)
     return actor.options(**shard_options(config, index)).remote(config, shard_name(index))
 
 
@@ -112,6 +113,20 @@ def replace_dead(handles: list[Any], create: Callable[[int], Any], probe: str, t
     return out
 
 
+def alive_shards(config: Config, count: int) -> list[str]:
+    """Names of this namespace's shard actors (of the first ``count``) that are running."""
+    alive: list[str] = []
+    for i in range(count):
+        name = shard_actor_name(config, i)
+        try:
+            handle = ray.get_actor(name, namespace=config.namespace)
+            ray.get(handle.pid.remote(), timeout=10)
+        except Exception:  # absent or dead
+            continue
+        alive.append(name)
+    return alive
+
+
 def lookup(name: str, namespace: str) -> Any:
     return ray.get_actor(name, namespace=namespace)
 
@@ -122,6 +137,7 @@ __all__ = [
     "DecayActor",
     "EmbedderActor",
     "ShardActor",
+    "alive_shards",
     "bus_actor_name",
     "create_bus",
     "create_embedder",

@@ -162,6 +162,14 @@ class Store(Protocol):
 
     def count(self) -> int: ...
 
+    def meta(self) -> dict[str, str]:
+        """The store's identity (namespace, shard, shard count, store id); empty if none."""
+        ...
+
+    def set_meta(self, items: Mapping[str, str]) -> None:
+        """Record identity fields (durable when it returns)."""
+        ...
+
     def clear(self) -> None:
         """Delete every record of this shard (tests and tooling)."""
         ...

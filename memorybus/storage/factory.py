@@ -13,7 +13,13 @@ from memorybus.events import Event
 from memorybus.scopes import Router
 from memorybus.shard import Shard
 from memorybus.storage.base import Store
+from memorybus.storage.identity import check_identity, store_file_missing
 from memorybus.storage.vectors import EdgeVectorIndex, QdrantClientIndex, VectorIndex
+
+
+def sqlite_path(config: Config, shard: str) -> str:
+    """Where an embedded shard keeps its records."""
+    return os.path.join(config.shard_dir(shard), "records.sqlite")
 
 
 def open_store(config: Config, shard: str) -> Store:
@@ -25,7 +31,8 @@ def open_store(config: Config, shard: str) -> Store:
                           op_retention=config.op_retention_seconds)
     from memorybus.storage.sqlite import SqliteStore
 
-    path = os.path.join(config.shard_dir(shard), "records.sqlite")
+    path = sqlite_path(config, shard)
+    store_file_missing(config, shard, path)  # before opening: opening creates the file
     return SqliteStore(path, op_retention=config.op_retention_seconds, timeout=config.store_timeout)
 
 
@@ -68,12 +75,14 @@ def open_shard(
     clock: Clock | None = None,
     on_events: Callable[[list[Event]], None] | None = None,
 ) -> Shard:
-    """Open the store, open the index, and rebuild the index from the store.
+    """Open the store, check it is this shard's (see :mod:`.identity`), open the
+    index, and rebuild the index from the store.
 
     An index that fails while it is rebuilt is removed and rebuilt once more from
     scratch; a store that fails raises StoreUnavailable (the caller retries later)."""
     store = open_store(config, shard)
     try:
+        check_identity(config, shard, store)
         try:
             return _build(config, shard, store, open_index(config, shard), clock, on_events)
         except IndexUnavailable:

@@ -57,6 +57,9 @@ class RedisKeys:
     def op(self, op: str) -> str:
         return f"{self.prefix}:o:{op}"
 
+    def meta(self) -> str:
+        return f"{self.prefix}:meta"
+
 
 # ARGV[1]: msgpack array of ops; ARGV[2]: key prefix; ARGV[3]: operation id or "";
 # ARGV[4]: the operation's answer; ARGV[5]: this attempt; ARGV[6]: retention in ms.
@@ -338,6 +341,14 @@ class RedisStore:
 
     def count(self) -> int:
         return int(self._call(self._r.scard, self.keys.all()))
+
+    def meta(self) -> dict[str, str]:
+        raw = self._call(self._r.hgetall, self.keys.meta())
+        return {k.decode(): v.decode() for k, v in raw.items()}
+
+    def set_meta(self, items: Mapping[str, str]) -> None:
+        if items:
+            self._call(self._r.hset, self.keys.meta(), None, None, dict(items))
 
     def clear(self) -> None:
         keys = self._call(lambda: list(self._r.scan_iter(match=f"{self.keys.prefix}:*", count=1000)))

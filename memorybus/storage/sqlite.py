@@ -306,6 +306,23 @@ class SqliteStore:
     def count(self) -> int:
         return int(self._query("SELECT count(*) FROM nodes")[0][0])
 
+    def meta(self) -> dict[str, str]:
+        return {str(k): str(v) for k, v in self._query("SELECT k, v FROM meta")}
+
+    def set_meta(self, items: Mapping[str, str]) -> None:
+        with self._lock:
+            try:
+                self._db.execute("BEGIN IMMEDIATE")
+                self._db.executemany(
+                    "INSERT INTO meta(k, v) VALUES (?, ?) ON CONFLICT(k) DO UPDATE SET v=excluded.v",
+                    list(items.items()),
+                )
+                self._db.execute("COMMIT")
+            except sqlite3.Error as exc:
+                with contextlib.suppress(sqlite3.Error):
+                    self._db.execute("ROLLBACK")
+                raise StoreUnavailable("sqlite", str(exc)) from None
+
     def clear(self) -> None:
         with self._lock:
             try:

@@ -15,6 +15,7 @@ CASES = [
     E.OutcomeUnknown("redis", "Timeout reading from socket", "op-17"),
     E.PartialWrite("op-3", [None, "stored"], {}),
     E.OperationTimeout(2.5, "op-4"),
+    E.StoreMismatch("shard-0", "its store is missing"),
     E.IndexUnavailable("qdrant-edge", "broken"),
     E.EmbeddingError("bad shape"),
     E.MemoryBusError("plain"),

@@ -1,0 +1,91 @@
+"""A bus never starts on a store that is not the one it wrote: a deleted or truncated
+SQLite file, or a changed shard count, is refused; ``migrate=True`` moves the scopes
+to their new shards. Real SQLite files, a real Redis server, real Ray actors."""
+
+import uuid
+
+import pytest
+
+import memorybus as mb
+from memorybus import Config, Context
+
+pytestmark = [pytest.mark.ray, pytest.mark.redis, pytest.mark.model, pytest.mark.timeout(300)]
+SMALL = {"embedder_num_cpus": 0.5}
+
+
+def config(backend, tmp_path, redis_server, num_shards):
+    ns = f"ident_{uuid.uuid4().hex[:6]}"
+    if backend == "embedded":
+        return Config.embedded(tmp_path / "data", num_shards=num_shards, namespace=ns, **SMALL)
+    return Config.redis(redis_server.url, data_dir=str(tmp_path / "data"), num_shards=num_shards, namespace=ns,
+                        **SMALL)
+
+
+def fill(bus):
+    """40 memories over two scopes on different shards, and a fact asserted twice."""
+    for _ in range(100):
+        ctx = Context(f"org{uuid.uuid4().hex[:8]}", "u1")
+        if bus.router.shard_for(ctx.resolve_scope("user").key) != bus.router.shard_for(ctx.resolve_scope("org").key):
+            break
+    stored = bus.remember_many([f"user note {i}: the red file is in drawer {i}" for i in range(20)], ctx)
+    stored += bus.remember_many([{"content": f"org rule {i}: room {i} closes at {i + 1} pm", "scope": "org"}
+                                 for i in range(20)], ctx)
+    bus.assert_fact("office/city", "The office is in Lisbon", ctx, scope="org")
+    bus.assert_fact("office/city", "The office moved to Porto", ctx, scope="org", confidence=1.0)
+    return ctx, {n.id: n.content for n in stored}
+
+
+def listed(bus, ctx):
+    """What the shards that own the context's scopes hold (a misplaced memory is missing)."""
+    return {n.id: n.content for n in bus.list_memories(ctx, limit=1000).memories
+            if not n.key}
+
+
+def test_deleted_or_truncated_store_is_refused_until_restored(ray_local, tmp_path, redis_server):
+    cfg = config("embedded", tmp_path, redis_server, 2)
+    bus = mb.connect(cfg)
+    ctx, stored = fill(bus)
+    bus.shutdown()
+    db = tmp_path / "data" / "shard-0" / "records.sqlite"
+    backup = db.read_bytes()
+    db.write_bytes(b"")  # truncated
+    with pytest.raises(mb.StoreMismatch, match="empty"):
+        mb.connect(cfg)
+    db.unlink()  # deleted
+    with pytest.raises(mb.StoreMismatch, match="missing"):
+        mb.connect(cfg)
+    db.write_bytes(backup)  # restored from the backup: everything is back
+    bus = mb.connect(cfg)
+    try:
+        assert listed(bus, ctx) == stored
+    finally:
+        bus.shutdown()
+
+
+@pytest.mark.parametrize(("backend", "steps"), [("embedded", (1, 3)), ("redis", (3,))])
+def test_changed_shard_count_is_refused_unless_migrated(ray_local, tmp_path, redis_server, backend, steps):
+    from memorybus.storage.reshard import recorded_num_shards
+
+    cfg = config(backend, tmp_path, redis_server, 2)
+    bus = mb.connect(cfg)
+    ctx, stored = fill(bus)
+    history = [(e.seq, e.data["outcome"]) for e in bus.history("office/city", ctx, scope="org")]
+    bus.shutdown()
+    with pytest.raises(mb.StoreMismatch, match="num_shards=2"):
+        mb.connect(cfg.with_(num_shards=steps[0]))
+    for shards in steps:  # shrink and grow: every scope ends on the shard that owns it
+        bus = mb.connect(cfg.with_(num_shards=shards, migrate=True))
+        try:
+            assert listed(bus, ctx) == stored
+            assert bus.count() == 42
+            assert [(e.seq, e.data["outcome"]) for e in bus.history("office/city", ctx, scope="org")] == history
+            assert bus.current_fact("office/city", ctx, scope="org").content == "The office moved to Porto"
+        finally:
+            bus.shutdown()
+        assert recorded_num_shards(cfg.with_(num_shards=shards)) == shards  # no migration needed again
+    bus = mb.connect(cfg.with_(num_shards=steps[-1]))
+    try:
+        r = bus.assert_fact("office/city", "The office is in Braga", ctx, scope="org", confidence=1.0)
+        assert r.fact_seq == 3  # the fact's sequence goes on where it was
+    finally:
+        bus.shutdown()
