@@ -168,3 +168,24 @@ def test_shard_killed_right_after_commit_reexecutes_without_reinforcing(ray_loca
         assert bus.count() == n + 1
     finally:
         bus.shutdown()
+
+
+def test_reexecuted_decay_sweep_answers_its_first_counts_and_resumes_a_cut_short_one(shard, embedder):
+    """A decay sweep commits chunk by chunk; a re-run of a finished sweep answers its
+    first counts, and a re-run of one cut short after its first chunk finishes it,
+    counting both parts."""
+    from memorybus.maintenance import DecayPolicy
+
+    texts = [f"a minor note number {i} about lunch" for i in range(5)]
+    shard.put_many(ALICE, [MemoryNode(content=t, scope=USER, importance=1) for t in texts], embedder.encode(texts))
+    later = shard.clock.now() + 400 * 86400.0
+    first = shard.decay_sweep(later, DecayPolicy(), chunk=2, op="sweep-1")
+    assert first["archived"] == 5
+    assert shard.decay_sweep(later, DecayPolicy(), chunk=2, op="sweep-1") == first  # not {"archived": 0}
+    more = [f"another minor note {i} about coffee" for i in range(5)]
+    shard.put_many(ALICE, [MemoryNode(content=t, scope=USER, importance=1) for t in more], embedder.encode(more))
+    # sweep-2 commits its first chunk (recorded as operation "sweep-2/0"), then dies
+    part = shard.decay_sweep(later, DecayPolicy(), chunk=5, op="sweep-2/0")
+    assert part["archived"] == 5
+    again = shard.decay_sweep(later, DecayPolicy(), chunk=2, op="sweep-2")  # Ray's re-run of sweep-2
+    assert again["archived"] == 5 and again["expired"] == 0
