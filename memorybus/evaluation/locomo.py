@@ -3,8 +3,8 @@
 One memory per turn, scoped to its conversation, with the text
 ``<speaker>: <text>`` plus `` [shares <caption>]`` when the turn has an image
 caption; the session date is the memory's event time (``valid_from`` and
-``created_at``). Two modes: *structured* stores each session through the
-public ``remember_turns`` with its declared conversation fields (thread =
+``created_at``). Two modes, both stored through the public ``remember_many``:
+*structured* gives each turn its declared conversation fields (thread =
 conversation and session, position = turn index, speaker); *plain* stores the
 same texts and times with no conversation fields at all. Query = the question;
 gold = its evidence ids, normalised (``D8:6; D9:17`` is two ids, ``D:11:26`` is

@@ -7,10 +7,10 @@ recall_any@k, recall_all@k and NDCG@k for k = 5, 10.
 
 In memorybus each user turn is one episodic memory (scoped to the question's
 haystack), dated with the session date; a turn longer than ``MAX_CHARS`` is
-split into chunks. Two modes: *structured* stores each session through the
-public ``remember_turns`` (thread = the session, position = chunk index,
-speaker = ``user``); *plain* stores the same texts and times with no
-conversation fields. Sessions are ranked by their best recalled memory.
+split into chunks. Two modes, both stored through the public ``remember_many``:
+*structured* gives each memory its declared conversation fields (thread = the
+session, position = chunk index, speaker = ``user``); *plain* stores the same
+texts and times with no conversation fields. Sessions are ranked by their best recalled memory.
 """
 
 from __future__ import annotations

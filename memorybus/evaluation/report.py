@@ -63,7 +63,7 @@ def plot_by_category(
                 values.append(float(block.get(metric, 0.0)))
             xs = [x + (m_i - (len(methods) - 1) / 2) * width for x in range(len(groups))]
             bars = ax.bar(xs, values, width, label=method)
-            if method == methods[0]:
+            if method.startswith("memorybus") or method == methods[0]:
                 for bar, v in zip(bars, values, strict=True):
                     ax.annotate(f"{v:.2f}", (bar.get_x() + bar.get_width() / 2, v), ha="center", va="bottom",
                                 fontsize=7)  # fmt: skip
