@@ -30,11 +30,13 @@ def dense_relevance(cosine: np.ndarray, w: RankingWeights) -> np.ndarray:
 
 
 def keyword_relevance(bm25: np.ndarray, query_weight: float) -> np.ndarray:
-    """The share of the query's keyword weight a memory matches (BM25 over the sum of the
-    query terms' idf), at most 1."""
-    if query_weight <= 0:
+    """The share of the query's keyword weight a memory matches: BM25 over the sum of the
+    query terms' idf (what a memory of average length holding every term once scores).
+    A memory can score more (a term repeated, a short memory): then every share is taken
+    of the best one instead, so the best is 1 and the order among strong matches stays."""
+    if query_weight <= 0 or not len(bm25):
         return np.zeros_like(bm25)
-    return np.clip(bm25 / query_weight, 0.0, 1.0)
+    return np.clip(bm25 / max(query_weight, float(bm25.max())), 0.0, 1.0)
 
 
 def fuse(dense: np.ndarray, keyword: np.ndarray, w: RankingWeights) -> np.ndarray:

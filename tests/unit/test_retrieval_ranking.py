@@ -80,6 +80,18 @@ def test_keyword_relevance_is_the_share_of_the_query_matched_and_fused_by_weight
     assert order(nodes, st, dense, keyword, w=replace(w, hybrid=False), query_weight=6.0)[0] == [a.id, b.id]
 
 
+def test_strong_keyword_matches_keep_their_order_above_the_query_weight():
+    """A memory can score more BM25 than the query's weight (a term repeated): the shares
+    are then taken of the best match, so two strong matches never tie at 1."""
+    a, b = node("a"), node("b")
+    nodes, st = setup([a, b])
+    dense = [(a.id, 0.5), (b.id, 0.5)]
+    ids, hits = order(nodes, st, dense, [(a.id, 9.0), (b.id, 12.0)], w=replace(PLAIN, keyword=1.0), query_weight=6.0)
+    assert hits[b.id].signals["keyword"] == pytest.approx(1.0)
+    assert hits[a.id].signals["keyword"] == pytest.approx(0.75)
+    assert ids == [b.id, a.id]
+
+
 def test_keyword_candidates_get_their_exact_cosine_from_the_vector_cache():
     vecs = np.eye(4, dtype=np.float32)
     a = replace(node("a"), embedding=vecs[0])
