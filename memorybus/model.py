@@ -48,6 +48,25 @@ def new_id(scope: Scope | None = None) -> str:
     return ids.new_id(scope)
 
 
+def broadcast_copy_id(original_id: str, target: Scope) -> str:
+    """The id of the broadcast copy of ``original_id`` in the wider scope ``target``:
+    derived (an id of ``target``, see :func:`memorybus.ids.derived_id`), so
+    broadcasting twice yields one copy and a copy is recognisable."""
+    from memorybus.ids import derived_id
+
+    return derived_id(target, f"broadcast:{original_id}")
+
+
+def broadcast_origin(node: MemoryNode) -> str | None:
+    """The id of the memory ``node`` is a broadcast copy of, or None for an original."""
+    if not node.parents:
+        return None
+    try:
+        return node.parents[0] if broadcast_copy_id(node.parents[0], node.scope) == node.id else None
+    except ValueError:
+        return None
+
+
 RELATION_FIELDS = ("parents", "children", "related", "contradicts", "source_ids")
 
 

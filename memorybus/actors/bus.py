@@ -133,6 +133,17 @@ class BusActor:
         await self._ensure_restored()
         return self.hub.stats(context)
 
+    async def totals(self) -> dict[str, int]:
+        """Operator counters over every org (numbers only, no names): for ``memorybus top``."""
+        await self._ensure_restored()
+        subs = list(self.hub.subs.values())
+        return {
+            "published": sum(self.hub.published_by_org.values()),
+            "delivered": sum(s.delivered for s in subs),
+            "subscriptions": len(subs),
+            "replaying": sum(1 for s in subs if s.needs_replay or s.more),
+        }
+
     async def flush(self) -> int:
         """Write the moved subscription cursors now (before a planned stop)."""
         return self.hub.flush()

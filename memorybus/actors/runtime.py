@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
+import os
 import time
 from collections.abc import Generator
 from dataclasses import dataclass
@@ -20,7 +22,9 @@ import ray
 import ray.exceptions as rex
 
 from memorybus.config import Config
-from memorybus.errors import MemoryBusError, OperationTimeout, StoreUnavailable
+from memorybus.errors import BusClosed, ConfigError, MemoryBusError, OperationTimeout, StoreUnavailable
+
+log = logging.getLogger("memorybus")
 
 T = TypeVar("T")
 Op = Generator[Any, Any, T]
@@ -40,6 +44,8 @@ def unwrap(exc: BaseException) -> BaseException:
         if isinstance(cause, BaseException):
             return unwrap(cause)
         return StoreUnavailable("ray", str(exc))
+    if isinstance(exc, rex.ActorDiedError) and "ray.kill" in str(exc):
+        return BusClosed(_field(str(exc), "namespace"), "its actors were stopped (closed or shut down)")
     if isinstance(exc, rex.GetTimeoutError):
         return OperationTimeout(None)
     if isinstance(exc, rex.RayActorError | rex.ActorUnavailableError):
@@ -138,17 +144,74 @@ async def run_async(op: Op[T], timeout: float | None = None) -> T:
         return stop.value
 
 
-def ensure_ray(config: Config, **init_kwargs: Any) -> None:
-    """Start or join Ray (``config.ray_address``; None starts a local instance)."""
+def _field(text: str, name: str) -> str:
+    for line in text.splitlines():
+        key, sep, value = line.strip().partition(": ")
+        if sep and key == name:
+            return value
+    return ""
+
+
+def is_connected() -> bool:
+    """Whether this process is connected to Ray (cheap: no call is made)."""
+    return bool(ray.is_initialized())
+
+
+def choose_address(address: str | None, env_address: str | None, running: list[str]) -> str:
+    """The address ``ray.init`` gets for ``Config.ray_address`` (pure; see :func:`ensure_ray`).
+
+    - ``None``: ``RAY_ADDRESS`` when the environment sets it (a Ray Job's driver),
+      else ``"local"``: a new private local Ray, never one found on the machine.
+    - ``"auto"``: ``RAY_ADDRESS`` when set, else the one Ray running on this machine;
+      no Ray, or several (a shared host: another job's), is a :class:`ConfigError`.
+    - anything else: as given.
+    """
+    if address is not None and address != "auto":
+        return address
+    if env_address:
+        return env_address
+    if address is None:
+        return "local"
+    found = sorted(set(running))
+    if len(found) == 1:
+        return found[0]
+    if not found:
+        raise ConfigError("ray_address", "'auto' found no running Ray here and RAY_ADDRESS is not set")
+    raise ConfigError(
+        "ray_address",
+        f"'auto' is ambiguous: {len(found)} Ray instances run on this machine ({', '.join(found)}); "
+        "set RAY_ADDRESS or pass the head's address",
+    )
+
+
+def _running_rays() -> list[str]:
+    try:
+        from ray._private.services import find_gcs_addresses
+
+        return list(find_gcs_addresses())
+    except Exception:  # pragma: no cover - private Ray API moved
+        return []
+
+
+def ensure_ray(config: Config, **init_kwargs: Any) -> bool:
+    """Start or join Ray (see :func:`choose_address`); True when this call started it."""
     if ray.is_initialized():
-        return
-    kwargs: dict[str, Any] = {
-        "address": config.ray_address,
-        "include_dashboard": False,
-        "configure_logging": False,
-    }
+        return False
+    explicit = init_kwargs.pop("address", None)
+    wanted = explicit if explicit is not None else config.ray_address
+    running = _running_rays() if wanted == "auto" and not os.environ.get("RAY_ADDRESS") else []
+    address = choose_address(wanted, os.environ.get("RAY_ADDRESS"), running)
+    if address == "local":
+        log.info("starting a local Ray")
+    else:
+        log.info("joining Ray at %s", address)
+    kwargs: dict[str, Any] = {"address": address, "include_dashboard": False, "configure_logging": False}
     kwargs.update(init_kwargs)
+    if address != "local":
+        for name in ("num_cpus", "num_gpus", "resources"):  # the running cluster's own
+            kwargs.pop(name, None)
     ray.init(**kwargs)
+    return True
 
 
 def bus_demand(config: Config) -> list[tuple[str, float, dict[str, float]]]:

@@ -297,9 +297,51 @@ class ShardActor:
         ))
 
     @ray.method(concurrency_group="reads")
-    def list_memories(self, context: Context, filters: dict[str, Any]) -> list[MemoryNode]:
+    def list_memories(self, context: Context | None, filters: dict[str, Any]) -> list[MemoryNode]:
         """:meth:`memorybus.shard.Shard.list_memories`; ``filters`` are its keyword arguments."""
         return self._read(lambda shard: shard.list_memories(context, **filters))
+
+    # operator calls (no caller context; see memorybus.shard.transfer)
+    @ray.method(concurrency_group="reads")
+    def export_nodes(self, outer: Scope | None, after: str | None, limit: int) -> tuple[list[bytes], str | None]:
+        return self._read(lambda shard: shard.export_nodes(outer, after, limit))
+
+    @ray.method(concurrency_group="reads")
+    def export_events(
+        self, outer: Scope | None, scope_key: str | None, after: int, limit: int
+    ) -> tuple[list[tuple[str, int, bytes]], tuple[str, int] | None]:
+        return self._read(lambda shard: shard.export_events(outer, scope_key, after, limit))
+
+    @ray.method(concurrency_group="reads")
+    def export_slots(self, outer: Scope | None) -> list[tuple[str, str, str, int]]:
+        return self._read(lambda shard: shard.export_slots(outer))
+
+    @ray.method(concurrency_group="reads")
+    def import_conflicts(
+        self,
+        digests: list[tuple[str, str]],
+        owned: list[str],
+        events: dict[str, list[tuple[int, str]]],
+        slots: list[tuple[str, str, str, int]],
+    ) -> list[str]:
+        return self._read(lambda shard: shard.import_conflicts(digests, owned, events, slots))
+
+    def import_records(
+        self, nodes: list[MemoryNode], events: list[tuple[str, int, bytes]], slots: list[tuple[str, str, str, int]]
+    ) -> dict[str, int]:
+        return self._write(lambda shard: shard.import_records(nodes, events, slots))
+
+    @ray.method(concurrency_group="reads")
+    def stats(self) -> dict[str, Any]:
+        return self._read(lambda shard: shard.stats())
+
+    @ray.method(concurrency_group="reads")
+    def inspect(self, memory_id: str) -> tuple[MemoryNode, list[Event]] | None:
+        return self._read(lambda shard: shard.inspect(memory_id))
+
+    @ray.method(concurrency_group="reads")
+    def peek(self, ids: list[str]) -> list[MemoryNode]:
+        return self._read(lambda shard: shard.peek(ids))
 
     @ray.method(concurrency_group="reads")
     def pinned(self, context: Context) -> list[MemoryNode]:
@@ -321,6 +363,13 @@ class ShardActor:
     @ray.method(concurrency_group="reads")
     def count(self) -> int:
         return self._read(lambda shard: shard.count())
+
+    @ray.method(concurrency_group="reads")
+    def identity(self) -> dict[str, Any]:
+        """The storage this shard serves (see ``Config.storage_identity``); opens the
+        shard first, so a store that cannot be opened fails ``connect``."""
+        self._s()
+        return self.config.storage_identity()
 
     @ray.method(concurrency_group="reads")
     def pid(self) -> int:

@@ -162,6 +162,16 @@ class Context:
             choices.append(("", value) if value else ("",))
         return [Scope(*combo) for combo in product(*choices)]
 
+    def default_scope(self, kind: str = "episodic") -> Scope:
+        """Where a write lands when the caller names no scope: the writer's own scope
+        without the session (``(org, user, agent)``), so the same agent still sees it
+        in its next session and no other agent does; working memory (``kind
+        "working"``), scratch by nature, stays in the session.
+        """
+        if kind == "working":
+            return self.scope
+        return Scope(self.org, self.user, self.agent)
+
     def resolve_scope(self, scope: Scope | Level | str | None) -> Scope:
         """Turn a level name (or None: the context's own scope) into a Scope."""
         if scope is None:

@@ -29,17 +29,19 @@ from memorybus.model import (
 from memorybus.retrieval import DEFAULT_STATUSES, RecallHit
 from memorybus.retrieval.options import RecallOptions
 from memorybus.retrieval.reader import RecallReader
-from memorybus.scopes import Context
+from memorybus.scopes import Context, Scope
 from memorybus.shard.facts import FactsMixin
 from memorybus.shard.gate import Gate
 from memorybus.shard.maintenance import MaintenanceMixin
 from memorybus.shard.ops import OpsMixin
+from memorybus.shard.transfer import TransferMixin
 from memorybus.shard.writes import WritesMixin
 from memorybus.storage.base import Store
 from memorybus.storage.vectors import VectorIndex
+from memorybus.transfer import within as scope_within
 
 
-class Shard(OpsMixin, WritesMixin, FactsMixin, MaintenanceMixin):
+class Shard(OpsMixin, WritesMixin, FactsMixin, MaintenanceMixin, TransferMixin):
     def __init__(
         self,
         name: str,
@@ -225,7 +227,7 @@ class Shard(OpsMixin, WritesMixin, FactsMixin, MaintenanceMixin):
 
     def list_memories(
         self,
-        context: Context,
+        context: Context | None,
         *,
         scope_key: str | None = None,
         key_prefix: str | None = None,
@@ -233,35 +235,44 @@ class Shard(OpsMixin, WritesMixin, FactsMixin, MaintenanceMixin):
         statuses: Sequence[MemoryStatus] | None = None,
         limit: int = 100,
         after: tuple[float, str] | None = None,
+        within: Scope | None = None,
+        since: float | None = None,
+        until: float | None = None,
     ) -> list[MemoryNode]:
         """The memories here that ``context`` may see, in ``(created_at, id)`` order: at
         most ``limit`` of them, starting after the position ``after``. Filters: one exact
-        scope, a key prefix, kinds, statuses (default active and consolidated). Expired
-        memories are left out, as recall leaves them out. Read-only (no access counted).
+        scope, scopes ``within`` a wider one, a key prefix, kinds, statuses (default active
+        and consolidated), ``since <= created_at < until``. Expired memories are left
+        out, as recall leaves them out. Read-only (no access counted). ``context=None``
+        is the operator's view: every memory, whatever its scope.
 
         Cost: one pass over this shard's in-memory mirror of its records.
         """
-        context = self._check_context(context)
+        if context is not None:
+            context = self._check_context(context)
         if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= 10_000:
             raise InvalidRequest("limit", "must be an int between 1 and 10000")
         kind_set = frozenset(MemoryKind(k) for k in kinds) if kinds else None
         status_set = frozenset(MemoryStatus(s) for s in statuses) if statuses else frozenset(DEFAULT_STATUSES)
-        visible = frozenset(s.key for s in context.visible_scopes())
+        visible = None if context is None else frozenset(s.key for s in context.visible_scopes())
         if scope_key is not None:
-            visible = visible & {scope_key}
+            visible = frozenset({scope_key}) if visible is None else visible & {scope_key}
         now = self.clock.now()
         found = [
             n
             for n in self._nodes.values()
-            if n.scope.key in visible
+            if (visible is None or n.scope.key in visible)
             and n.status in status_set
             and (kind_set is None or n.kind in kind_set)
             and (key_prefix is None or (n.key or "").startswith(key_prefix))
             and (n.expires_at is None or n.expires_at > now)
             and (after is None or (n.created_at, n.id) > after)
+            and (since is None or n.created_at >= since)
+            and (until is None or n.created_at < until)
+            and (within is None or scope_within(n.scope, within))
         ]
         found.sort(key=lambda n: (n.created_at, n.id))
-        return [evolve(n) for n in found[:limit] if n.scope.visible_to(context)]
+        return [evolve(n) for n in found[:limit] if context is None or n.scope.visible_to(context)]
 
     def count(self) -> int:
         self._reading()

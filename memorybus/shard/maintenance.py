@@ -9,7 +9,6 @@ import numpy as np
 
 from memorybus.errors import InvalidRequest, MemoryNotFound, ScopeViolation
 from memorybus.events import Event, EventFilter, EventKind, deliverable
-from memorybus.ids import derived_id
 from memorybus.maintenance import (
     Cluster,
     ConsolidationPolicy,
@@ -19,7 +18,7 @@ from memorybus.maintenance import (
     plan_decay,
     recent_episodic,
 )
-from memorybus.model import MemoryKind, MemoryNode, MemoryStatus, evolve
+from memorybus.model import MemoryKind, MemoryNode, MemoryStatus, broadcast_copy_id, evolve
 from memorybus.scopes import Context, Level, Scope
 from memorybus.shard.state import _ShardState
 from memorybus.shard.writes import BROADCAST_SOURCE
@@ -38,7 +37,7 @@ def _managed(nodes: Iterable[MemoryNode], within: Context | None) -> list[Memory
 
 def broadcast_id(target: Scope, memory_id: str) -> str:
     """The id of ``memory_id``'s broadcast copy in ``target`` (deterministic: one copy)."""
-    return derived_id(target, f"broadcast:{memory_id}")
+    return broadcast_copy_id(memory_id, target)
 
 
 class MaintenanceMixin(_ShardState):

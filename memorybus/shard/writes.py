@@ -43,12 +43,6 @@ UPDATABLE = frozenset(
 )
 
 
-def _same_event(a: MemoryNode, b: MemoryNode) -> bool:
-    """Whether two episodic memories with the same words record the same event: the same
-    time and, when declared, the same thread, position and speaker."""
-    return (a.valid_from, a.thread, a.position, a.speaker) == (b.valid_from, b.thread, b.position, b.speaker)
-
-
 #: the ``source`` of broadcast copies; only :meth:`put_broadcast` writes it, so a node
 #: carrying it at a copy's id is the copy (nobody can plant one)
 BROADCAST_SOURCE = "broadcast:"
@@ -65,6 +59,21 @@ class WritesMixin(_ShardState):
     def _event(self, kind: EventKind, node: MemoryNode, context: Context, now: float, **data: Any) -> Event:
         return Event(kind, node.without_embedding(), now, context.agent or context.user, 0, data)
 
+    def _same_event(self, node: MemoryNode, other: MemoryNode) -> bool:
+        """Whether two episodic memories with the same words in the same scope record one
+        event. Both must be in the same thread: the scope (it carries the session) and,
+        when declared, the same conversation thread, position and speaker (turns at two
+        positions of a thread are two turns). Then: the same event time, or both undated
+        (event time = write time) and written within ``BusPolicy.repeat_window_seconds``
+        of each other (an accidental repeat, such as a job run twice).
+        """
+        if (node.thread, node.position, node.speaker) != (other.thread, other.position, other.speaker):
+            return False
+        if other.valid_from == node.valid_from:
+            return True
+        undated = node.valid_from == node.created_at and other.valid_from == other.created_at
+        return undated and abs(node.created_at - other.created_at) <= self.policy.repeat_window_seconds
+
     def _duplicate_of(self, node: MemoryNode) -> MemoryNode | None:
         """An existing memory this new one duplicates, in the same scope (the shard owns
         the scope, so this check cannot race with another writer)."""
@@ -72,7 +81,7 @@ class WritesMixin(_ShardState):
             other = self._nodes.get(other_id)
             if other is None or other.kind is not node.kind:
                 continue
-            if node.kind is MemoryKind.EPISODIC and not _same_event(node, other):
+            if node.kind is MemoryKind.EPISODIC and not self._same_event(node, other):
                 continue  # the same words said at another time or turn are another event
             if other.status in (MemoryStatus.ACTIVE, MemoryStatus.CONSOLIDATED):
                 return other
@@ -131,8 +140,11 @@ class WritesMixin(_ShardState):
         returned as stored (retries are idempotent). An exact duplicate of a stored
         memory (same scope, kind and content; for episodic memories also the same
         time, thread, position and speaker) and a near duplicate of a semantic or procedural one are not stored
-        again: the existing memory is returned. A memory that contradicts a
-        similar one in its scope is stored with ``contradicts`` links both ways.
+        again: the existing memory is returned, reinforced (one more access, and the
+        higher of the two confidences). An episodic repeat counts as a duplicate when
+        it has the same event time, or when both are undated and were written within
+        ``BusPolicy.repeat_window_seconds``. A memory that contradicts a similar one in
+        its scope is stored with ``contradicts`` links both ways.
         ``op``: the operation id (see :mod:`memorybus.shard.ops`): a re-execution
         returns the first answer.
         """
@@ -156,6 +168,7 @@ class WritesMixin(_ShardState):
         call = self._op_call("put_many", context, op)
         fresh: list[MemoryNode] = []
         result: list[MemoryNode | None] = [None] * len(prepared)
+        reinforce: dict[str, list[float]] = {}  # duplicate's id -> confidences of its repeats
         batch_hashes: dict[tuple[str, str], MemoryNode] = {}
         for i, n in enumerate(prepared):
             existing = self._nodes.get(n.id)
@@ -176,16 +189,19 @@ class WritesMixin(_ShardState):
                 and self.dedupe
                 and in_batch is not None
                 and in_batch.kind is n.kind
-                and (n.kind is not MemoryKind.EPISODIC or _same_event(in_batch, n))
+                and (n.kind is not MemoryKind.EPISODIC or self._same_event(n, in_batch))
             ):
                 dup = in_batch
             if dup is not None:
                 result[i] = dup  # resolved to its stored form below
+                reinforce.setdefault(dup.id, []).append(n.confidence)
                 continue
             batch_hashes[(n.scope.key, _content_hash(n))] = n
             fresh.append(n)
+        fresh, updates, repeated = self._reinforced(fresh, reinforce, now)
+        raised = set(updates)
+        linked_by: dict[str, str] = {}
         # contradiction links, both ways (the old side is a versioned update)
-        updates: dict[str, tuple[MemoryNode, int]] = {}
         for i, n in enumerate(fresh):
             others = self._contradicted(n) if self.detect_contradictions else []
             if not others:
@@ -198,11 +214,13 @@ class WritesMixin(_ShardState):
                 expected = updates[other_id][1] if other_id in updates else base.version
                 linked = evolve(base, contradicts=(*base.contradicts, n.id), version=expected + 1)
                 updates[other_id] = (linked, expected)
+                linked_by[other_id] = n.id
         events = [self._event(event, n, context, now) for n in fresh]
-        events += [
-            self._event(EventKind.UPDATED, u, context, now, contradicted_by=u.contradicts[-1])
-            for u, _ in updates.values()
-        ]
+        for u, _ in updates.values():
+            why: dict[str, Any] = {"contradicted_by": linked_by[u.id]} if u.id in linked_by else {}
+            if u.id in raised:
+                why["reinforced"] = True
+            events.append(self._event(EventKind.UPDATED, u, context, now, **why))
         final = {n.id: n for n in fresh}
         final.update({u.id: u for u, _ in updates.values()})
         out: list[MemoryNode] = []
@@ -212,6 +230,8 @@ class WritesMixin(_ShardState):
             assert node is not None
             out.append(evolve(node.without_embedding()))
         if not fresh and not updates:
+            if repeated:
+                self._touch(repeated, now)  # a repeat is one more access of what it repeats
             return out
 
         def apply() -> None:
@@ -222,6 +242,8 @@ class WritesMixin(_ShardState):
                     self._importance_since[n.scope.key] = self._importance_since.get(n.scope.key, 0.0) + n.importance
             for u, _ in updates.values():
                 self._remember_local(u)
+            if repeated:
+                self._touch(repeated, now)
 
         return self._commit_op(call, WriteBatch(puts=fresh, updates=list(updates.values())), events, out, apply)
 
@@ -251,6 +273,33 @@ class WritesMixin(_ShardState):
                                                    valid_from=existing.valid_from)):
                 raise VersionConflict(node.id, 0, existing.version)
         return new
+
+    def _reinforced(
+        self, fresh: list[MemoryNode], reinforce: dict[str, list[float]], now: float
+    ) -> tuple[list[MemoryNode], dict[str, tuple[MemoryNode, int]], list[str]]:
+        """Apply repeats: a repeated new memory of this batch takes the higher confidence
+        and one access per repeat; a stored one gets a versioned update when its
+        confidence rises. Returns the batch, the updates, and the stored ids repeated
+        (their accesses are counted once committed)."""
+        updates: dict[str, tuple[MemoryNode, int]] = {}
+        repeated: list[str] = []
+        by_id = {n.id: i for i, n in enumerate(fresh)}
+        for memory_id, confidences in reinforce.items():
+            if memory_id in by_id:
+                i = by_id[memory_id]
+                n = fresh[i]
+                fresh[i] = evolve(n, confidence=max(n.confidence, *confidences),
+                                  access_count=n.access_count + len(confidences), last_accessed=now)
+                continue
+            repeated.extend([memory_id] * len(confidences))
+            current = self._nodes.get(memory_id)
+            if current is None or max(confidences) <= current.confidence:
+                continue
+            base = self.store.get(memory_id)
+            if base is not None:
+                raised = evolve(base, confidence=max(confidences), version=base.version + 1)
+                updates[memory_id] = (raised, base.version)
+        return fresh, updates, repeated
 
     def _remember_local(self, node: MemoryNode) -> None:
         """Mirror a committed node in the cache and the content-hash map."""

@@ -320,6 +320,29 @@ class RedisStore:
                 out.append((seq, entries[0][1][b"e"]))
         return out
 
+    def _scan(self, kind: str) -> list[str]:
+        """The parts after ``prefix:kind:`` of this shard's keys of that kind."""
+        head = f"{self.keys.prefix}:{kind}:"
+        found = self._call(lambda: list(self._r.scan_iter(match=f"{head}*", count=1000)))
+        return sorted(k.decode()[len(head) :] for k in found)
+
+    def event_scopes(self) -> list[str]:
+        return self._scan("q")
+
+    def all_slots(self) -> list[tuple[str, str, str, int]]:
+        names = self._scan("h")
+        if not names:
+            return []
+        pipe = self._r.pipeline(transaction=False)
+        for name in names:
+            pipe.hmget(f"{self.keys.prefix}:h:{name}", ("id", "q"))
+        out = []
+        for name, (head, seq) in zip(names, self._call(pipe.execute), strict=True):
+            parts = name.split("\x1f", 4)  # the scope key's four fields, then the fact key
+            if len(parts) == 5 and head is not None:
+                out.append(("\x1f".join(parts[:4]), parts[4], head.decode(), int(seq or 0)))
+        return sorted(out)
+
     def list_by_scope(self, scope_key: str) -> list[MemoryNode]:
         return [n for n in self.get_many(self._members(self.keys.scope(scope_key))) if n]
 

@@ -282,6 +282,13 @@ class SqliteStore:
         )
         return [(int(r[0]), bytes(r[1])) for r in rows]
 
+    def event_scopes(self) -> list[str]:
+        return [str(r[0]) for r in self._query("SELECT scope_key FROM seqs ORDER BY scope_key")]
+
+    def all_slots(self) -> list[tuple[str, str, str, int]]:
+        rows = self._query("SELECT scope_key, mkey, head, seq FROM slots ORDER BY scope_key, mkey")
+        return [(str(r[0]), str(r[1]), str(r[2]), int(r[3])) for r in rows]
+
     def list_by_scope(self, scope_key: str) -> list[MemoryNode]:
         rows = self._query(f"SELECT {_COLS} FROM nodes WHERE scope_key=?", (scope_key,))
         return [_row_to_node(r) for r in rows]

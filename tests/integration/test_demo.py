@@ -1,4 +1,5 @@
-"""The README's main job: ``memorybus demo`` runs end to end and agents find each other's memories."""
+"""The README's main job: ``memorybus demo`` runs end to end and agents find each other's
+memories; it cleans up after itself, and bad flags fail in one line leaving nothing behind."""
 
 import os
 import subprocess
@@ -10,14 +11,24 @@ import pytest
 pytestmark = [pytest.mark.ray, pytest.mark.model, pytest.mark.timeout(300)]
 
 
+def _run(args, tmp, timeout=240):
+    env = dict(os.environ, RAY_TMPDIR=str(tmp / "ray"), TMPDIR=str(tmp / "tmp"))
+    (tmp / "ray").mkdir(exist_ok=True)
+    (tmp / "tmp").mkdir(exist_ok=True)
+    return subprocess.run(
+        [sys.executable, "-m", "memorybus.cli", *args], capture_output=True, text=True, timeout=timeout,
+        env=env, check=False,
+    )
+
+
 def test_demo_runs_and_agents_recall_shared_memories(tmp_path):
-    env = dict(os.environ, RAY_TMPDIR=tempfile.mkdtemp(prefix="mbdemo", dir="/tmp"))
+    tmp = tmp_path / "t"
+    tmp.mkdir()
+    # Ray's own session files need a short path: keep RAY_TMPDIR short, TMPDIR private
+    ray_tmp = tempfile.mkdtemp(prefix="mbdemo", dir="/tmp")
+    env = dict(os.environ, RAY_TMPDIR=ray_tmp, TMPDIR=str(tmp))
     proc = subprocess.run(
-        [sys.executable, "-m", "memorybus.cli", "demo", "--data-dir", str(tmp_path / "d")],
-        capture_output=True,
-        text=True,
-        timeout=240,
-        env=env,
+        [sys.executable, "-m", "memorybus.cli", "demo"], capture_output=True, text=True, timeout=240, env=env,
         check=False,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -33,4 +44,36 @@ def test_demo_runs_and_agents_recall_shared_memories(tmp_path):
     assert "EU region" in top_answer("customer data be stored")
     assert "Monday at 10am" in top_answer("When is sprint planning")
     assert "== 9 memories on 2 shards" in proc.stdout
-    assert (tmp_path / "d" / "shard-0" / "records.sqlite").exists()
+    # the temporary data dir it announced existed during the run and is gone now
+    assert f"embedded store in {tmp}/memorybus-demo-" in proc.stdout
+    assert not [p for p in os.listdir(tmp) if p.startswith("memorybus-demo-")]
+    assert "Traceback" not in proc.stderr
+
+
+@pytest.mark.parametrize(
+    "flags", [["--shards", "0"], ["--num-cpus", "0"], ["--shards", "-3", "--data-dir", "{tmp}/given"]]
+)
+def test_demo_with_bad_flags_fails_in_one_line_and_leaves_nothing(tmp_path, flags):
+    flags = [f.format(tmp=tmp_path) for f in flags]
+    proc = _run(["demo", *flags], tmp_path, timeout=60)
+    assert proc.returncode == 2
+    assert "Traceback" not in proc.stderr
+    assert proc.stderr.strip().count("\n") == 0 and proc.stderr.startswith("memorybus: error:"), proc.stderr
+    assert os.listdir(tmp_path / "tmp") == []  # no demo temp dir
+    assert os.listdir(tmp_path / "ray") == []  # Ray never started
+    assert not (tmp_path / "given").exists()
+
+
+def test_version_and_help_are_fast_and_do_not_load_ray(tmp_path):
+    code = (
+        "import sys, time; t = time.monotonic(); from memorybus import cli\n"
+        "try:\n    cli.main(['--help'])\nexcept SystemExit:\n    pass\n"
+        "print(time.monotonic() - t, 'ray' in sys.modules, 'torch' in sys.modules)"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
+    seconds, ray_loaded, torch_loaded = proc.stdout.splitlines()[-1].split()
+    assert "usage: memorybus" in proc.stdout
+    assert (ray_loaded, torch_loaded) == ("False", "False")
+    assert float(seconds) < 1.0
+    version = _run(["--version"], tmp_path, timeout=60)
+    assert version.returncode == 0 and version.stdout.startswith("memorybus 0.")

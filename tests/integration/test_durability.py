@@ -42,7 +42,9 @@ def test_killed_shard_recovers_every_acknowledged_write(ray_local, tmp_path, red
         ctx = Context("acme", "u1", "agent", "s1")
         acked = []
         for i in range(20):
-            acked.append(bus.remember(f"observation {i}: the sensor in room {i} reads {i * 7} degrees", ctx))
+            acked.append(
+                bus.remember(f"observation {i}: the sensor in room {i} reads {i * 7} degrees", ctx, scope="session")
+            )
         acked += bus.remember_many(
             [
                 {"content": f"org fact {i}: building {i} opens at {i % 12 + 1} am", "scope": "org"}

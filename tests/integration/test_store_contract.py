@@ -289,3 +289,15 @@ def test_redis_resolve_fences_off_an_attempt_still_on_its_way(redis_server):
     finally:
         store.clear()
         store.close()
+
+
+def test_event_scopes_and_all_slots_list_what_an_export_needs(store):
+    from memorybus.storage import SlotWrite
+
+    assert store.event_scopes() == [] and store.all_slots() == []
+    a, b = mk("a", key="user:u1/lang"), mk("b", scope=S2)
+    store.commit(WriteBatch(puts=[a, b], slots=[SlotWrite(S1.key, "user:u1/lang", 0, a.id)],
+                            events=[(S1.key, b"e1"), (S2.key, b"e2"), (S1.key, b"e3")]))
+    store.commit(WriteBatch(slots=[SlotWrite(S1.key, "odd*key\x1fpart", 0, b.id, 3)]))
+    assert store.event_scopes() == sorted([S1.key, S2.key])
+    assert store.all_slots() == sorted([(S1.key, "user:u1/lang", a.id, 1), (S1.key, "odd*key\x1fpart", b.id, 3)])

@@ -222,6 +222,44 @@ def test_duplicates_are_not_stored_twice(shard, embedder, clock):
     assert shard.store.count() == 3
 
 
+def test_an_undated_repeat_within_the_window_reinforces_instead_of_copying(shard, embedder, clock, tmp_path):
+    def say(text, ctx=U1, confidence=0.6):
+        return shard.put_many(ctx, [MemoryNode(content=text, scope=ctx.scope, confidence=confidence)],
+                              embedder.encode([text]))[0]
+
+    first = say("We ran the nightly export")
+    clock.advance(600)  # ten minutes later: the same job run again
+    again = say("We ran the nightly export", confidence=0.8)
+    assert again.id == first.id and shard.store.count() == 1
+    stored = shard.get(U1, first.id)
+    assert (stored.access_count, stored.confidence, stored.version) == (1, 0.8, 2)
+    assert shard.published[-1].kind is EventKind.UPDATED and shard.published[-1].data == {"reinforced": True}
+    clock.advance(60)
+    assert say("We ran the nightly export", confidence=0.5).id == first.id  # lower confidence: count only
+    shard.flush()
+    durable = shard.store.get(first.id)
+    assert (durable.access_count, durable.confidence, durable.version) == (2, 0.8, 2)
+    # another thread (session) is another memory; so is a repeat after the window
+    other_session = Context("acme", "u1", "planner", "s2")
+    assert say("We ran the nightly export", ctx=other_session).id != first.id
+    clock.advance(2 * DAY)
+    assert say("We ran the nightly export").id != first.id
+    assert shard.store.count() == 3
+    # a repeat inside one batch is stored once, with the access counted
+    batch = [MemoryNode(content="Deploy finished", scope=U1.scope, confidence=c) for c in (0.5, 0.7)]
+    a, b = shard.put_many(U1, batch, embedder.encode(["Deploy finished"] * 2))
+    assert a.id == b.id and (a.confidence, a.access_count) == (0.7, 1)
+    # window 0: every repeat is kept
+    keep_all = make_shard(tmp_path / "w0", clock, policy=BusPolicy(repeat_window_seconds=0))
+    try:
+        x = keep_all.put_many(U1, [MemoryNode(content="ping", scope=U1.scope)], embedder.encode(["ping"]))[0]
+        clock.advance(1)
+        y = keep_all.put_many(U1, [MemoryNode(content="ping", scope=U1.scope)], embedder.encode(["ping"]))[0]
+        assert x.id != y.id
+    finally:
+        keep_all.close()
+
+
 def test_similar_memory_with_different_number_is_flagged_as_contradiction(shard, embedder):
     texts = ["The weekly standup is at 9:30 on Mondays", "The weekly standup is at 11:00 on Mondays"]
     sem = MemoryKind.SEMANTIC

@@ -74,3 +74,25 @@ def test_the_configured_judge_reaches_the_shard(tmp_path):
     # no negation, no numbers: only the configured judge calls these a contradiction
     assert a.id in b.contradicts
     shard.close()
+
+
+def test_relative_data_dir_is_resolved_where_the_config_is_built(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    c = Config.embedded("data")
+    assert c.data_dir == str(tmp_path / "data")
+    assert c.shard_dir("shard-0") == str(tmp_path / "data" / "shard-0")
+    monkeypatch.chdir("/")  # an actor elsewhere (another cwd) gets the same path
+    import pickle
+
+    assert pickle.loads(pickle.dumps(c)).shard_dir("shard-0") == str(tmp_path / "data" / "shard-0")
+
+
+def test_storage_identity_names_where_the_data_lives():
+    a = Config.embedded("/srv/a", num_shards=2)
+    assert a.storage_identity() == Config.embedded("/srv/a", num_shards=2, namespace="x").storage_identity()
+    assert a.storage_identity() != Config.embedded("/srv/b", num_shards=2).storage_identity()
+    assert a.storage_identity() != Config.embedded("/srv/a", num_shards=3).storage_identity()
+    r = Config.redis("redis://:s3cret@10.0.0.1:6380/0", data_dir="/srv/a")
+    assert r.storage_identity()["redis_url"] == "redis://10.0.0.1:6380/0"  # never the password
+    assert r.storage_identity() != Config.redis("redis://10.0.0.2:6380/0", data_dir="/srv/a").storage_identity()
+    assert r.storage_identity() != a.storage_identity()

@@ -18,6 +18,7 @@ CASES = [
     E.StoreMismatch("shard-0", "its store is missing"),
     E.IndexUnavailable("qdrant-edge", "broken"),
     E.EmbeddingError("bad shape"),
+    E.BusClosed("memorybus", "closed"),
     E.MemoryBusError("plain"),
 ]
 

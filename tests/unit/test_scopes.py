@@ -89,3 +89,14 @@ def test_routing_spreads_keys():
     for i in range(4000):
         counts[r.shard_for(Scope("o", f"u{i}").key)] += 1
     assert min(counts) > 800
+
+
+def test_default_write_scope_is_the_writer_without_the_session():
+    from memorybus import Context, Scope
+
+    ctx = Context("acme", "u1", "planner", "s1")
+    assert ctx.default_scope() == Scope("acme", "u1", "planner")
+    assert ctx.default_scope("semantic") == Scope("acme", "u1", "planner")
+    assert ctx.default_scope("working") == ctx.scope  # scratch stays in the session
+    assert Context("acme", "u1", session="s1").default_scope() == Scope("acme", "u1")
+    assert Context("acme").default_scope() == Scope("acme")

@@ -1,0 +1,302 @@
+"""``memorybus ls|show|stats|export|import|top``: look at and manage what a bus stores.
+
+Each command connects to the bus named by the store flags (``--data-dir`` or
+``--redis``, ``--namespace``, ``--shards``, ``--ray-address``): it joins the bus if it
+runs in the Ray it reaches, otherwise it starts it for the command and stops it after.
+An embedded data dir is opened by one bus at a time: while an application holds it,
+point the command at the application's Ray (``--ray-address``, same ``--namespace``).
+These are operator commands: they see every memory, whatever its scope.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import sys
+import time
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from memorybus.client import MemoryBus
+    from memorybus.model import MemoryNode
+    from memorybus.scopes import Scope
+
+
+def register(sub: Any) -> None:
+    """Add the commands to the ``memorybus`` parser's subcommands."""
+    ls = sub.add_parser("ls", help="list stored memories (an operator's view: every scope)")
+    _store_flags(ls)
+    _scope_flags(ls)
+    ls.add_argument("--exact", action="store_true", help="only the scope given, not the scopes inside it")
+    ls.add_argument("--kind", action="append", help="episodic, semantic, procedural, working (repeatable)")
+    ls.add_argument("--status", action="append", help="active, consolidated, deprecated, archived, or all")
+    ls.add_argument("--key-prefix", help="only keyed facts whose key starts with this")
+    ls.add_argument("--since", help="created at or after: epoch seconds, ISO date/time (UTC), or 7d/12h/30m ago")
+    ls.add_argument("--until", help="created before (same forms as --since)")
+    ls.add_argument("--limit", type=int, default=50, help="memories per page (default 50)")
+    ls.add_argument("--cursor", help="continue after a previous page")
+    ls.add_argument("--all", action="store_true", help="every page")
+    ls.add_argument("--json", action="store_true", help="one JSON object per line")
+    ls.set_defaults(func=cmd_ls)
+    show = sub.add_parser("show", help="one memory with its history and provenance")
+    show.add_argument("id")
+    _store_flags(show)
+    show.add_argument("--json", action="store_true")
+    show.set_defaults(func=cmd_show)
+    stats = sub.add_parser("stats", help="counts per shard and per scope")
+    _store_flags(stats)
+    stats.add_argument("--json", action="store_true")
+    stats.set_defaults(func=cmd_stats)
+    export = sub.add_parser("export", help="write a scope (and the scopes inside it) or everything to a file")
+    export.add_argument("file")
+    _store_flags(export)
+    _scope_flags(export)
+    export.set_defaults(func=cmd_export)
+    imp = sub.add_parser("import", help="restore an export file (validated first; refused whole on any problem)")
+    imp.add_argument("file")
+    _store_flags(imp)
+    imp.set_defaults(func=cmd_import)
+    top = sub.add_parser("top", help="a live view: shards, counts, writes/s, subscriptions")
+    _store_flags(top)
+    top.add_argument("--interval", type=float, default=2.0)
+    top.add_argument("--iterations", type=int, default=0, help="stop after N refreshes (0: until Ctrl-C)")
+    top.set_defaults(func=cmd_top)
+
+
+def _store_flags(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("which bus")
+    g.add_argument("--data-dir", default=".memorybus", help="embedded store directory (default .memorybus)")
+    g.add_argument("--redis", help="Redis URL of a shared store (default: $MEMORYBUS_REDIS_URL if set)")
+    g.add_argument("--namespace", default="memorybus")
+    g.add_argument("--shards", type=int, default=2, help="the bus's num_shards (default 2)")
+    g.add_argument("--ray-address", help="join this Ray (host:port or auto) instead of starting one")
+
+
+def _scope_flags(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("scope (default: everything)")
+    for name in ("org", "user", "agent", "session"):
+        g.add_argument(f"--{name}", default="")
+
+
+def _scope(args: argparse.Namespace) -> Scope | None:
+    from memorybus.errors import InvalidRequest
+    from memorybus.scopes import Scope
+
+    if not args.org:
+        if args.user or args.agent or args.session:
+            raise InvalidRequest("--org", "is required with --user, --agent or --session")
+        return None
+    return Scope(args.org, args.user, args.agent, args.session)
+
+
+def _connect(args: argparse.Namespace) -> MemoryBus:
+    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    import memorybus
+    from memorybus.cli_progress import progress
+
+    if args.shards < 1:
+        raise memorybus.ConfigError("--shards", "must be at least 1")
+    redis_url = args.redis or os.environ.get("MEMORYBUS_REDIS_URL")
+    common: dict[str, Any] = {
+        "namespace": args.namespace,
+        "num_shards": args.shards,
+        "ray_address": args.ray_address,
+        "query_encoder": "embedder",  # these commands never recall: no model in this process
+        "data_dir": args.data_dir,
+    }
+    cfg = memorybus.Config.redis(redis_url, **common) if redis_url else memorybus.Config(**common)
+    if not redis_url and not os.path.isdir(cfg.data_dir) and args.func is not cmd_import:
+        raise memorybus.ConfigError("--data-dir", f"{cfg.data_dir} does not exist (no bus stored there)")
+    with progress():
+        return memorybus.connect(cfg, log_to_driver=False)
+
+
+def _when(text: str | None, name: str) -> float | None:
+    from memorybus.errors import InvalidRequest
+
+    if text is None:
+        return None
+    ago = re.fullmatch(r"(\d+(?:\.\d+)?)([smhd])", text.strip())
+    if ago:
+        unit = {"s": 1, "m": 60, "h": 3600, "d": 86400}[ago.group(2)]
+        return time.time() - float(ago.group(1)) * unit
+    try:
+        return float(text)
+    except ValueError:
+        pass
+    try:
+        moment = datetime.fromisoformat(text)
+    except ValueError:
+        raise InvalidRequest(name, f"{text!r} is not epoch seconds, an ISO date/time, or 7d/12h/30m") from None
+    return (moment if moment.tzinfo else moment.replace(tzinfo=UTC)).timestamp()
+
+
+def _stamp(ts: float) -> str:
+    return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%d %H:%M:%S") if ts > 0 else "-"
+
+
+def _scope_text(scope: Scope) -> str:
+    return "/".join(part or "*" for part in scope.as_tuple()).rstrip("/*") or scope.org
+
+
+def _node_json(node: MemoryNode) -> dict[str, Any]:
+    from memorybus.codec import node_to_dict
+
+    d = node_to_dict(node, with_embedding=False)
+    d.pop("embedding", None)
+    return d
+
+
+def _line(node: MemoryNode) -> str:
+    content = " ".join(node.content.split())
+    content = content if len(content) <= 80 else content[:77] + "..."
+    key = f" [{node.key}]" if node.key else ""
+    return (
+        f"{_stamp(node.created_at)}  {node.id}  {node.kind.value:<10} {node.status.value:<12} "
+        f"v{node.version:<3} {_scope_text(node.scope)}{key}  {content}"
+    )
+
+
+def _pages(bus: MemoryBus, args: argparse.Namespace) -> Iterator[tuple[list[MemoryNode], str | None]]:
+    from memorybus.model import MemoryStatus
+
+    scope = _scope(args)
+    statuses = args.status
+    if statuses and "all" in statuses:
+        statuses = [s.value for s in MemoryStatus]
+    cursor = args.cursor
+    while True:
+        page = bus.list_memories(
+            None,
+            scope=scope if args.exact else None,
+            within=None if args.exact else scope,
+            kinds=args.kind,
+            statuses=statuses,
+            key_prefix=args.key_prefix,
+            since=_when(args.since, "--since"),
+            until=_when(args.until, "--until"),
+            limit=args.limit,
+            cursor=cursor,
+        )
+        yield page.memories, page.cursor
+        cursor = page.cursor
+        if cursor is None or not args.all:
+            return
+
+
+def cmd_ls(args: argparse.Namespace) -> int:
+    if args.exact and not args.org:
+        from memorybus.errors import InvalidRequest
+
+        raise InvalidRequest("--exact", "needs a scope (--org ...)")
+    with _connect(args) as bus:
+        shown = 0
+        cursor = None
+        for memories, next_cursor in _pages(bus, args):
+            for node in memories:
+                print(json.dumps(_node_json(node)) if args.json else _line(node))
+            shown += len(memories)
+            cursor = next_cursor
+        if not args.json:
+            more = f"; more: --cursor '{cursor}'" if cursor else ""
+            print(f"({shown} memories{more})", file=sys.stderr)
+    return 0
+
+
+def cmd_show(args: argparse.Namespace) -> int:
+    with _connect(args) as bus:
+        found = bus.inspect(args.id)
+    if args.json:
+        print(json.dumps({
+            "memory": _node_json(found.node),
+            "shard": found.shard,
+            "history": [{"seq": e.seq, "kind": e.kind.value, "at": e.at, "by": e.by, "data": e.data,
+                         "content": e.node.content, "version": e.node.version} for e in found.history],
+            "links": {k: [n.id for n in v] for k, v in found.links.items()},
+            "missing": found.missing,
+        }, default=str))
+        return 0
+    node = found.node
+    print(f"memory {node.id}  ({found.shard})")
+    for name, value in _node_json(node).items():
+        if name != "id" and value not in (None, [], {}, ""):
+            print(f"  {name:<14} {value}")
+    print("history:")
+    for e in found.history:
+        detail = " ".join(f"{k}={v}" for k, v in e.data.items())
+        print(f"  #{e.seq:<5} {_stamp(e.at)}  {e.kind.value:<12} by {e.by or '-'}  v{e.node.version}  {detail}")
+    if found.links or found.missing:
+        print("provenance:")
+        for name, nodes in found.links.items():
+            for n in nodes:
+                print(f"  {name:<12} {n.id}  {_scope_text(n.scope)}  {' '.join(n.content.split())[:60]}")
+        for memory_id in found.missing:
+            print(f"  (gone)       {memory_id}")
+    return 0
+
+
+def cmd_stats(args: argparse.Namespace) -> int:
+    with _connect(args) as bus:
+        stats = bus.stats()
+    if args.json:
+        print(json.dumps(stats))
+        return 0
+    print(f"{stats['memories']} memories, {stats['events']} events, {stats['facts']} keyed facts")
+    for s in stats["shards"]:
+        print(f"  {s['shard']:<10} {s['memories']:>8} memories {s['events']:>9} events  ({s['backend']})")
+    print("by kind:   " + ", ".join(f"{k} {v}" for k, v in sorted(stats["by_kind"].items())))
+    print("by status: " + ", ".join(f"{k} {v}" for k, v in sorted(stats["by_status"].items())))
+    print("by scope:")
+    from memorybus.scopes import Scope
+
+    for key, n in sorted(stats["by_scope"].items(), key=lambda kv: (-kv[1], kv[0])):
+        print(f"  {n:>8}  {_scope_text(Scope.from_key(key))}")
+    return 0
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    scope = _scope(args)
+    with _connect(args) as bus:
+        counts = bus.export(args.file, within=scope)
+    print(f"exported {counts['nodes']} memories, {counts['events']} events, {counts['slots']} facts to {args.file}")
+    return 0
+
+
+def cmd_import(args: argparse.Namespace) -> int:
+    from memorybus.transfer import read_export
+
+    read_export(args.file)  # a bad file is refused before any bus is started
+    with _connect(args) as bus:
+        counts = bus.import_(args.file)
+    print(f"imported {counts['nodes']} memories, {counts['events']} events, {counts['slots']} facts")
+    return 0
+
+
+def cmd_top(args: argparse.Namespace) -> int:
+    with _connect(args) as bus:
+        last: tuple[float, int] | None = None
+        n = 0
+        while True:
+            stats, hubs = bus.stats(), bus.hub_stats()
+            now = time.monotonic()
+            rate = (stats["events"] - last[1]) / max(1e-9, now - last[0]) if last else 0.0
+            last = (now, stats["events"])
+            lines = [
+                f"memorybus {bus.config.namespace}  {_stamp(time.time())} UTC",
+                f"{stats['memories']} memories  {stats['events']} events  {stats['facts']} facts  "
+                f"{rate:.1f} writes/s",
+                *[f"  {s['shard']:<10} {s['memories']:>8} memories {s['events']:>9} events" for s in stats["shards"]],
+                *[f"  bus-{i:<6} {h['subscriptions']:>4} subscriptions ({h['replaying']} replaying)  "
+                  f"{h['published']} published  {h['delivered']} delivered" for i, h in enumerate(hubs)],
+            ]
+            if sys.stdout.isatty():
+                print("\x1b[H\x1b[J", end="")
+            print("\n".join(lines), flush=True)
+            n += 1
+            if args.iterations and n >= args.iterations:
+                return 0
+            time.sleep(args.interval)

@@ -1,0 +1,293 @@
+"""Connecting and closing: the life of a :class:`~memorybus.client.MemoryBus` handle.
+
+Mixed into the client. What it guarantees:
+
+- **A bus's identity is its storage.** A namespace names one running bus; connecting
+  to a namespace whose running bus keeps its data elsewhere (another ``data_dir``,
+  ``redis_url``, vector store or shard count) raises :class:`ConfigError` before
+  anything is created, instead of silently handing back the other bus.
+- **Closing.** ``close()`` (or leaving ``with connect(...) as bus:``) writes pending
+  access statistics and subscription cursors, then releases what ``connect``
+  acquired: the actors it created (unless the config is ``detached``) and the local
+  Ray it started. Handles that joined a running bus leave it running.
+- **A closed handle fails fast.** Any call on a closed handle, on a handle whose
+  actors were stopped, or in a process that left Ray (``ray.shutdown()``) raises
+  :class:`BusClosed` before anything is sent, so it never starts Ray again.
+- **Startup reports progress** on the ``memorybus`` logger (Ray, actors, model), and
+  the query encoder of this process loads while the actors start, so the first
+  synchronous recall does not load it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+import time
+from typing import Any
+
+from memorybus.actors import runtime
+from memorybus.config import Config
+from memorybus.errors import BusClosed, ConfigError, MemoryBusError
+
+log = logging.getLogger("memorybus")
+
+
+class LifecycleMixin:
+    """Connect, identity check, close, and the open-handle guard for :class:`MemoryBus`."""
+
+    config: Config
+    _shards: list[Any] | None
+    _embedders: list[Any] | None
+    _hubs: list[Any] | None
+    _maintenance: dict[str, Any]
+    _closed: str | None = None
+    _owns_actors: bool = False
+    _owns_ray: bool = False
+
+    # provided by MemoryBus
+    def _local_encoder(self) -> Any:
+        raise NotImplementedError
+
+    def _encodes_queries_here(self, blocking: bool) -> bool:
+        raise NotImplementedError
+
+    # ------------------------------------------------------------------ guard
+    @property
+    def closed(self) -> bool:
+        """Whether this handle can no longer be used (closed, or Ray left)."""
+        return self._closed is not None or not runtime.is_connected()
+
+    def _check_open(self) -> None:
+        if self._closed is not None:
+            raise BusClosed(self.config.namespace, self._closed)
+        if not runtime.is_connected():
+            raise BusClosed(
+                self.config.namespace, "this process is not connected to Ray (call memorybus.connect)"
+            )
+
+    def _actor(self, name: str) -> Any:
+        """The bus actor named ``name``; BusClosed when the bus is not running."""
+        from memorybus import actors
+
+        self._check_open()
+        try:
+            return actors.lookup(name, self.config.namespace)
+        except ValueError:
+            raise BusClosed(self.config.namespace, f"no running actor {name!r} (the bus was shut down)") from None
+
+    # ---------------------------------------------------------------- startup
+    def _start(self) -> None:
+        """Check the namespace's running bus (if any) has this storage, create or join
+        the actors, and load this process's query encoder meanwhile."""
+        from memorybus import actors
+
+        cfg = self.config
+        loader = self._preload_encoder()
+        running = self._running_identity()
+        if running is not None and running != cfg.storage_identity():
+            raise ConfigError(
+                "namespace",
+                f"bus {cfg.namespace!r} is already running on {_describe(running)}; this config asks for "
+                f"{_describe(cfg.storage_identity())}. Use another namespace for other storage, "
+                "or the same storage to join the running bus",
+            )
+        self._owns_actors = running is None
+        if running is None:
+            runtime.check_capacity(cfg)  # an actor no node can hold fails now, not after a wait
+        started = time.monotonic()
+        log.info(
+            "%s bus %r: %d shards, %d embedder(s), %d bus actor(s)",
+            "creating" if running is None else "joining",
+            cfg.namespace, cfg.num_shards, cfg.embedder_replicas, cfg.bus.partitions,
+        )
+        _prepare_stores(cfg)
+        embedders = [actors.create_embedder(cfg, i) for i in range(cfg.embedder_replicas)]
+        shards = [actors.create_shard(cfg, i) for i in range(cfg.num_shards)]
+        hubs = [actors.create_bus(cfg, p) for p in range(cfg.bus.partitions)]
+        # actors found dead (a failed constructor keeps its name) are replaced
+        self._embedders = actors.replace_dead(embedders, lambda i: actors.create_embedder(cfg, i), "pid")
+        self._shards = actors.replace_dead(shards, lambda i: actors.create_shard(cfg, i), "pid")
+        self._hubs = actors.replace_dead(hubs, lambda p: actors.create_bus(cfg, p), "pid")
+        ready = [s.identity.remote() for s in self._shards]
+        ready += [e.dim.remote() for e in self._embedders] + [h.ready.remote() for h in self._hubs]
+        if cfg.schedule_maintenance:
+            for kind in ("decay", "consolidation"):
+                self._maintenance[kind] = actors.create_maintenance(cfg, kind)
+                ready.append(self._maintenance[kind].start.remote())
+        results = runtime.run_sync(runtime.iter_refs(ready), 300)
+        for ident in results[: cfg.num_shards]:
+            if ident != cfg.storage_identity():  # another process created it meanwhile
+                raise ConfigError("namespace", f"bus {cfg.namespace!r} runs on {_describe(ident)}")
+        log.info("actors ready in %.1fs", time.monotonic() - started)
+        if loader is not None:
+            log.info("loading the query model in this process")
+            loader.join()
+            if loader.error is not None:
+                raise loader.error
+
+    def _running_identity(self) -> dict[str, Any] | None:
+        """The storage of the namespace's running bus, or None when none runs."""
+        from memorybus import actors
+
+        try:
+            shard = actors.lookup(actors.shard_actor_name(self.config, 0), self.config.namespace)
+        except ValueError:
+            return None
+        try:
+            return dict(runtime.run_sync(runtime.iter_refs([shard.identity.remote()]), 120)[0])
+        except MemoryBusError:
+            return None  # it is dying or restarting: creation below finds or replaces it
+
+    def _preload_encoder(self) -> _Loader | None:
+        """Load this process's query encoder in the background when recall will use it."""
+        if not self._encodes_queries_here(blocking=True):
+            return None
+        loader = _Loader(self._local_encoder)
+        loader.start()
+        return loader
+
+    # ---------------------------------------------------------------- closing
+    def __enter__(self) -> Any:
+        self._check_open()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _flush_all(self) -> None:
+        """Write pending access statistics and subscription cursors (best effort)."""
+        refs = [h.flush.remote() for h in (self._hubs or [])] + [s.flush.remote() for s in (self._shards or [])]
+        with contextlib.suppress(MemoryBusError):
+            runtime.run_sync(runtime.iter_refs(refs), 30)
+
+    def _stop_actors(self) -> None:
+        """Close the stores cleanly (cursors written, SQLite WAL checkpointed into the main
+        files, so the data directory alone is a full copy), then kill every actor."""
+        closing = [h.close.remote() for h in (self._shards or []) + (self._hubs or [])]
+        for ref in closing:
+            with contextlib.suppress(Exception):
+                runtime.run_sync(runtime.iter_refs([ref]), 30)
+        for handle in self._all_handles():
+            runtime.kill(handle)
+
+    def _all_handles(self) -> list[Any]:
+        return (self._shards or []) + (self._embedders or []) + (self._hubs or []) + list(self._maintenance.values())
+
+    def _release(self, reason: str) -> None:
+        self._closed = reason
+        self._shards = self._embedders = self._hubs = None
+        self._maintenance = {}
+
+    def close(self) -> None:
+        """Flush, then release what ``connect`` acquired; idempotent.
+
+        Pending access statistics and subscription cursors are written first. A handle
+        that created the bus's actors stops them (unless ``config.detached``: a
+        detached bus outlives its creator; stop it with :meth:`shutdown`); a handle
+        that joined a running bus leaves it running. If ``connect`` started a local
+        Ray, it is shut down. Every later call raises :class:`BusClosed`.
+        """
+        if self._closed is not None:
+            return
+        try:
+            if runtime.is_connected():
+                if self._owns_actors and not self.config.detached:
+                    self._stop_actors()
+                else:
+                    self._flush_all()
+                if self._owns_ray:
+                    runtime.shutdown()
+        finally:
+            self._release("closed")
+
+    def shutdown(self) -> None:
+        """Stop this bus's actors, whoever created them: the stores are closed cleanly
+        first (access statistics and subscription cursors written, SQLite WAL
+        checkpointed into the main files), then the actors are killed; the data stays.
+        This handle is closed afterwards; Ray itself keeps running."""
+        self._check_open()
+        if self._shards is None:  # a handle that never looked them up (e.g. unpickled)
+            with contextlib.suppress(BusClosed):
+                self._find_all()
+        self._stop_actors()
+        self._release("shut down")
+
+    def _find_all(self) -> None:
+        from memorybus import actors
+
+        cfg = self.config
+        self._shards = [self._actor(actors.shard_actor_name(cfg, i)) for i in range(cfg.num_shards)]
+        self._embedders = [self._actor(actors.embedder_actor_name(cfg, i)) for i in range(cfg.embedder_replicas)]
+        self._hubs = [self._actor(actors.bus_actor_name(cfg, p)) for p in range(cfg.bus.partitions)]
+        for kind in ("decay", "consolidation"):
+            with contextlib.suppress(BusClosed):
+                self._maintenance[kind] = self._actor(actors.maintenance_name(cfg, kind))
+
+
+class _Loader(threading.Thread):
+    """Runs ``load`` in the background; keeps its error for the joiner."""
+
+    def __init__(self, load: Any) -> None:
+        super().__init__(name="memorybus-model-load", daemon=True)
+        self._load = load
+        self.error: BaseException | None = None
+
+    def run(self) -> None:
+        try:
+            self._load()
+        except BaseException as exc:
+            self.error = exc
+
+
+def _describe(identity: dict[str, Any]) -> str:
+    parts = [f"{k}={v}" for k, v in identity.items() if v not in (None, "")]
+    return "{" + ", ".join(parts) + "}"
+
+
+def _prepare_stores(config: Config) -> None:
+    """Before any shard starts: refuse a changed shard count (or move the scopes, with
+    ``Config(migrate=True)``) and, on this machine's disk, a store that existed and is
+    gone. Each shard checks its own store again when it opens it."""
+    from memorybus import actors
+    from memorybus.errors import StoreMismatch
+    from memorybus.scopes import shard_name
+    from memorybus.storage import factory, identity, reshard
+
+    recorded = reshard.recorded_num_shards(config)
+    if recorded is not None and recorded != config.num_shards:
+        if not config.migrate:
+            raise StoreMismatch("bus", f"its stores were written with num_shards={recorded}, not "
+                                       f"{config.num_shards}: connect with Config(migrate=True) to move the scopes")
+        running = actors.alive_shards(config, max(recorded, config.num_shards))
+        if running:
+            raise StoreMismatch("bus", f"stop the running shards before migrating (bus.shutdown()): {running}")
+        reshard.reshard(config, recorded)
+    if config.backend == "embedded":
+        for i in range(config.num_shards):
+            identity.store_file_missing(config, shard_name(i), factory.sqlite_path(config, shard_name(i)))
+
+
+def open_bus(cls: Any, config: Config | None, ray_init_kwargs: dict[str, Any]) -> Any:
+    """:func:`memorybus.connect`: start or join Ray, then create or join the bus."""
+    from memorybus.errors import InvalidRequest
+
+    config = config or Config()
+    if not isinstance(config, Config):
+        raise InvalidRequest("config", "must be a memorybus.Config")
+    started = time.monotonic()
+    owns_ray = runtime.ensure_ray(config, **ray_init_kwargs)
+    bus = cls(config)
+    bus._owns_ray = owns_ray
+    try:
+        bus._start()
+    except BaseException:
+        if bus._owns_actors and runtime.is_connected():
+            for handle in bus._all_handles():
+                runtime.kill(handle)
+        if owns_ray:
+            runtime.shutdown()
+        bus._release("connect failed")
+        raise
+    log.info("memorybus %r ready in %.1fs", config.namespace, time.monotonic() - started)
+    return bus

@@ -1,0 +1,193 @@
+"""The shard's operator side: export pages, import (checked, then applied), counts,
+and one memory with its history. These calls take no caller context: they are for
+operators and tools (backup, restore, ``memorybus ls/show/stats``), like reading the
+store's files directly, and are not reachable through an agent's ``Context``."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from typing import Any
+
+from memorybus.codec import encode_node
+from memorybus.errors import InvalidRequest, VersionConflict
+from memorybus.events import Event
+from memorybus.model import MemoryNode, evolve
+from memorybus.scopes import Scope
+from memorybus.shard.state import _ShardState
+from memorybus.storage.base import SlotWrite, WriteBatch
+from memorybus.transfer import event_digest, event_key, record_digest, within
+
+
+class TransferMixin(_ShardState):
+    # ------------------------------------------------------------------ export
+    def export_nodes(self, outer: Scope | None, after: str | None, limit: int) -> tuple[list[bytes], str | None]:
+        """Up to ``limit`` records (id order, after id ``after``) whose scope lies within
+        ``outer``, each encoded with its embedding, version and access statistics; and
+        the id to continue after (None at the end)."""
+        ids = sorted(i for i, n in self._nodes.items() if within(n.scope, outer) and (after is None or i > after))
+        page = ids[:limit]
+        self.flush()  # access statistics travel with the records
+        blobs = [encode_node(n) for n in self.store.get_many(page) if n is not None]
+        return blobs, (page[-1] if len(ids) > limit else None)
+
+    def export_events(
+        self, outer: Scope | None, scope_key: str | None, after: int, limit: int
+    ) -> tuple[list[tuple[str, int, bytes]], tuple[str, int] | None]:
+        """Up to ``limit`` events of the scopes within ``outer``: scope by scope (sorted
+        keys), in sequence order, starting after ``(scope_key, after)``; and the position
+        to continue from (None at the end)."""
+        scopes = [k for k in self.store.event_scopes() if within(Scope.from_key(k), outer)]
+        out: list[tuple[str, int, bytes]] = []
+        for key in scopes:
+            if scope_key is not None and key < scope_key:
+                continue
+            start = after if key == scope_key else 0
+            while len(out) < limit:
+                events = self.store.read_events(key, start, limit - len(out))
+                if not events:
+                    break
+                out += [(key, seq, blob) for seq, blob in events]
+                start = events[-1][0]
+            if len(out) >= limit:
+                return out, (key, start)
+        return out, None
+
+    def export_slots(self, outer: Scope | None) -> list[tuple[str, str, str, int]]:
+        return [s for s in self.store.all_slots() if within(Scope.from_key(s[0]), outer)]
+
+    # ------------------------------------------------------------------ import
+    def import_conflicts(
+        self,
+        digests: Sequence[tuple[str, str]],
+        owned: Sequence[str],
+        events: dict[str, list[tuple[int, str]]],
+        slots: Sequence[tuple[str, str, str, int]],
+    ) -> list[str]:
+        """What an import would conflict with here, changing nothing.
+
+        ``digests``: ``(id, record digest)`` of every imported memory (an id held here
+        with another record, or held here while the import routes it elsewhere, is a
+        conflict); ``owned``: the ids routed here; ``events``: per scope, ``(seq, event
+        digest)`` (a scope whose history here differs from the import's is a conflict);
+        ``slots``: fact heads routed here (another head or position is a conflict).
+        """
+        mine = set(owned)
+        found: list[str] = []
+        for memory_id, digest in digests:
+            node = self._nodes.get(memory_id)
+            if node is None:
+                continue
+            if memory_id not in mine:
+                found.append(f"memory {memory_id} is stored in another shard ({self.name})")
+            elif record_digest(node) != digest:
+                found.append(f"memory {memory_id} exists with another content or version")
+        for scope_key, wanted in events.items():
+            have = self.store.read_events(scope_key, 0, len(wanted) + 1)
+            for (seq, blob), (want_seq, want) in zip(have, wanted, strict=False):
+                if seq != want_seq or event_digest(blob) != want:
+                    found.append(f"scope {Scope.from_key(scope_key)} has another history (event {seq})")
+                    break
+            else:
+                if len(have) > len(wanted):
+                    found.append(f"scope {Scope.from_key(scope_key)} has a longer history here")
+        current = {(s, k): (h, q) for s, k, h, q in self.store.all_slots()}
+        for scope_key, key, head, seq in slots:
+            if (scope_key, key) in current and current[(scope_key, key)] != (head, seq):
+                found.append(f"fact {key!r} in {Scope.from_key(scope_key)} has another current value")
+        return found
+
+    def import_records(
+        self,
+        nodes: Sequence[MemoryNode],
+        events: Sequence[tuple[str, int, bytes]],
+        slots: Sequence[tuple[str, str, str, int]],
+    ) -> dict[str, int]:
+        """Store exported records as they were: ids, versions, access statistics,
+        embeddings, event sequence numbers and fact heads. One atomic commit; what is
+        here already with the same content is skipped (an import can be rerun). Raises
+        VersionConflict when something here differs (nothing is written)."""
+        puts: list[MemoryNode] = []
+        for given in nodes:
+            node = given.validate(dim=self.dim, max_content_chars=max(self.max_content_chars, len(given.content)))
+            have = self._nodes.get(node.id)
+            if have is None:
+                if node.embedding is None:
+                    raise InvalidRequest("import", f"memory {node.id} has no embedding")
+                puts.append(node)
+            elif record_digest(have) != record_digest(node):
+                raise VersionConflict(node.id, node.version, have.version)
+        appended: list[tuple[str, bytes]] = []
+        keys: list[str | None] = []
+        last: dict[str, int] = {}
+        for scope_key, seq, blob in events:
+            at = last.setdefault(scope_key, self.store.last_seq(scope_key))
+            if seq <= at:
+                (have_seq, have_blob), *_ = self.store.read_events(scope_key, seq - 1, 1) or [(0, b"")]
+                if have_seq != seq or have_blob != blob:
+                    raise VersionConflict(f"events of {scope_key}", seq, at)
+                continue
+            if seq != at + 1:
+                raise VersionConflict(f"events of {scope_key}", seq - 1, at)  # a gap: history incomplete
+            appended.append((scope_key, blob))
+            keys.append(event_key(blob))
+            last[scope_key] = seq
+        current = {(s, k): (h, q) for s, k, h, q in self.store.all_slots()}
+        writes = []
+        for scope_key, key, head, seq in slots:
+            head_here = current.get((scope_key, key))
+            if head_here == (head, seq):
+                continue
+            if head_here is not None:
+                raise VersionConflict(f"{key}@{scope_key}", seq, head_here[1])
+            writes.append(SlotWrite(scope_key, key, 0, head, seq))
+        batch = WriteBatch(puts=puts, slots=writes, events=appended, event_keys=keys)
+        if batch:
+            self.store.commit(batch)  # restored history is not news: no live push
+        self.index.upsert(puts)
+        for node in puts:
+            self._remember_local(node)
+        return {"nodes": len(puts), "events": len(appended), "slots": len(writes)}
+
+    # --------------------------------------------------------------- inspection
+    def stats(self) -> dict[str, Any]:
+        """Counts of this shard: memories per scope, kind and status; event logs; facts."""
+        by_scope: Counter[str] = Counter()
+        by_kind: Counter[str] = Counter()
+        by_status: Counter[str] = Counter()
+        for node in self._nodes.values():
+            by_scope[node.scope.key] += 1
+            by_kind[node.kind.value] += 1
+            by_status[node.status.value] += 1
+        scopes = self.store.event_scopes()
+        return {
+            "shard": self.name,
+            "memories": len(self._nodes),
+            "by_scope": dict(by_scope),
+            "by_kind": dict(by_kind),
+            "by_status": dict(by_status),
+            "events": sum(self.store.last_seq(k) for k in scopes),
+            "facts": len(self.store.all_slots()),
+            "backend": self.store.backend,
+        }
+
+    def inspect(self, memory_id: str, limit: int = 200) -> tuple[MemoryNode, list[Event]] | None:
+        """One memory as stored (no embedding) and the events of its history: its keyed
+        fact's assertions, or the events of its scope that name it (latest ``limit``)."""
+        node = self._nodes.get(memory_id)
+        if node is None:
+            return None
+        if node.key:
+            blobs = self.store.fact_events(node.scope.key, node.key)
+        else:
+            blobs, after = [], 0
+            while batch := self.store.read_events(node.scope.key, after, 1000):
+                blobs += [(s, b) for s, b in batch if memory_id.encode() in b]
+                after = batch[-1][0]
+        events = [Event.decode(blob, seq) for seq, blob in blobs]
+        return evolve(node), [e for e in events if e.node.id == memory_id or node.key][-limit:]
+
+    def peek(self, ids: Sequence[str]) -> list[MemoryNode]:
+        """The memories of ``ids`` held here (no embeddings), for provenance."""
+        return [evolve(self._nodes[i]) for i in ids if i in self._nodes]
+

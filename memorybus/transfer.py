@@ -1,0 +1,219 @@
+"""The export file: a versioned msgpack stream of a bus's records (pure, no Ray).
+
+Layout, one msgpack map after another::
+
+    {"format": "memorybus-export", "version": 1, "created_at": ..., "namespace": ...,
+     "embedding_dim": 384, "within": [org, user, agent, session] | None}
+    {"t": "node",  "d": <node envelope, with its embedding, version and access stats>}
+    {"t": "event", "scope": <scope key>, "seq": n, "d": <event envelope>}
+    {"t": "slot",  "scope": <scope key>, "key": <fact key>, "head": <id>, "seq": n}
+    ...
+    {"t": "end", "nodes": N, "events": M, "slots": S, "digest": <blake2b of all above>}
+
+The end record counts and digests everything before it, so a truncated, edited or
+corrupted file is recognised before anything is imported. :func:`read_export`
+validates the whole file (every envelope decoded, every node validated) and
+raises :class:`~memorybus.errors.InvalidRequest` naming the first problem.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import IO, Any
+
+import msgpack
+
+from memorybus.codec import decode_node, encode_node
+from memorybus.errors import InvalidRequest, MemoryBusError
+from memorybus.events import Event
+from memorybus.model import MemoryNode, evolve
+from memorybus.scopes import Scope
+
+FORMAT = "memorybus-export"
+VERSION = 1
+
+
+def record_digest(node: MemoryNode) -> str:
+    """What identifies a stored record across stores: everything a writer set and its
+    version (not its access statistics, which recall changes, nor its embedding)."""
+    plain = evolve(node, access_count=0, last_accessed=0.0, embedding=None)
+    return hashlib.blake2b(encode_node(plain, with_embedding=False), digest_size=16).hexdigest()
+
+
+def event_digest(blob: bytes) -> str:
+    return hashlib.blake2b(blob, digest_size=16).hexdigest()
+
+
+def event_key(blob: bytes) -> str | None:
+    """The keyed fact an event records (indexed by key in the store), or None."""
+    event = Event.decode(blob, 0)
+    return event.node.key if "fact_seq" in event.data else None
+
+
+def within(node_scope: Scope, outer: Scope | None) -> bool:
+    """Whether ``node_scope`` lies inside ``outer`` (each field ``outer`` sets is equal)."""
+    if outer is None:
+        return True
+    return all(not o or o == n for o, n in zip(outer.as_tuple(), node_scope.as_tuple(), strict=True))
+
+
+class ExportWriter:
+    """Writes an export to ``path`` atomically: a temporary file renamed at the end,
+    so an interrupted export never leaves a file that looks complete."""
+
+    def __init__(self, path: str | os.PathLike[str], header: dict[str, Any]) -> None:
+        self.path = os.fspath(path)
+        folder = os.path.dirname(os.path.abspath(self.path))
+        os.makedirs(folder, exist_ok=True)
+        fd, self._tmp = tempfile.mkstemp(prefix=".memorybus-export-", dir=folder)
+        self._file: IO[bytes] = os.fdopen(fd, "wb")
+        self._digest = hashlib.blake2b(digest_size=32)
+        self.counts = {"nodes": 0, "events": 0, "slots": 0}
+        self._write({"format": FORMAT, "version": VERSION, "created_at": time.time(), **header})
+
+    def _write(self, record: dict[str, Any]) -> None:
+        blob = msgpack.packb(record, use_bin_type=True)
+        self._digest.update(blob)
+        self._file.write(blob)
+
+    def node(self, blob: bytes) -> None:
+        self._write({"t": "node", "d": blob})
+        self.counts["nodes"] += 1
+
+    def event(self, scope_key: str, seq: int, blob: bytes) -> None:
+        self._write({"t": "event", "scope": scope_key, "seq": seq, "d": blob})
+        self.counts["events"] += 1
+
+    def slot(self, scope_key: str, key: str, head: str, seq: int) -> None:
+        self._write({"t": "slot", "scope": scope_key, "key": key, "head": head, "seq": seq})
+        self.counts["slots"] += 1
+
+    def finish(self) -> dict[str, int]:
+        end = {"t": "end", **self.counts, "digest": self._digest.hexdigest()}
+        self._file.write(msgpack.packb(end, use_bin_type=True))
+        self._file.flush()
+        os.fsync(self._file.fileno())
+        self._file.close()
+        os.replace(self._tmp, self.path)
+        return dict(self.counts)
+
+    def abort(self) -> None:
+        self._file.close()
+        if os.path.exists(self._tmp):
+            os.unlink(self._tmp)
+
+
+@dataclass
+class ExportData:
+    """A validated export: its header, nodes, events per scope (in order) and slots."""
+
+    header: dict[str, Any]
+    nodes: list[MemoryNode] = field(default_factory=list)
+    events: dict[str, list[tuple[int, bytes]]] = field(default_factory=dict)
+    slots: list[tuple[str, str, str, int]] = field(default_factory=list)
+
+    @property
+    def counts(self) -> dict[str, int]:
+        return {
+            "nodes": len(self.nodes),
+            "events": sum(len(v) for v in self.events.values()),
+            "slots": len(self.slots),
+        }
+
+
+def _records(path: str) -> Iterator[tuple[dict[str, Any], bytes]]:
+    """Each record with its packed bytes (re-packed: msgpack is canonical for these maps)."""
+    with open(path, "rb") as f:
+        unpacker = msgpack.Unpacker(f, raw=False, strict_map_key=True, max_buffer_size=1 << 30)
+        for record in unpacker:
+            if not isinstance(record, dict):
+                raise _refuse(path, "not a memorybus export (a record is not a map)")
+            yield record, msgpack.packb(record, use_bin_type=True)
+
+
+def _refuse(path: str, reason: str) -> InvalidRequest:
+    return InvalidRequest("import", f"{path}: {reason}; nothing was imported")
+
+
+def read_export(path: str | os.PathLike[str], *, dim: int | None = None) -> ExportData:
+    """Read and validate a whole export file (see the module docstring).
+
+    Raises InvalidRequest when the file is not an export, of another format version,
+    truncated, corrupted (digest or counts differ), or holds an invalid record, or
+    when ``dim`` is given and its embeddings have another dimension.
+    """
+    path = os.fspath(path)
+    if not os.path.isfile(path):
+        raise InvalidRequest("import", f"{path}: no such file")
+    digest = hashlib.blake2b(digest_size=32)
+    data: ExportData | None = None
+    end: dict[str, Any] | None = None
+    try:
+        for record, blob in _records(path):
+            if end is not None:
+                raise _refuse(path, "records after the end record")
+            if data is None:
+                if record.get("format") != FORMAT:
+                    raise _refuse(path, "not a memorybus export")
+                if record.get("version") != VERSION:
+                    raise _refuse(path, f"export format version {record.get('version')!r}, expected {VERSION}")
+                data = ExportData(header=record)
+            elif record.get("t") == "end":
+                end = record
+                continue
+            else:
+                _take(data, record, path)
+            digest.update(blob)
+    except MemoryBusError:
+        raise
+    except (ValueError, TypeError, msgpack.ExtraData, msgpack.FormatError, msgpack.StackError) as exc:
+        raise _refuse(path, f"unreadable ({type(exc).__name__}: {exc})") from None
+    if data is None:
+        raise _refuse(path, "empty file")
+    if end is None:
+        raise _refuse(path, "truncated (no end record)")
+    if end.get("digest") != digest.hexdigest():
+        raise _refuse(path, "corrupted (digest mismatch)")
+    if {k: end.get(k) for k in ("nodes", "events", "slots")} != data.counts:
+        raise _refuse(path, "corrupted (record counts differ)")
+    if dim is not None:
+        for node in data.nodes:
+            size = 0 if node.embedding is None else len(node.embedding)
+            if size != dim:
+                raise _refuse(path, f"memory {node.id} has a {size}-dimensional embedding, this bus uses {dim} "
+                              "(another model?)")
+    return data
+
+
+def _take(data: ExportData, record: dict[str, Any], path: str) -> None:
+    kind = record.get("t")
+    try:
+        if kind == "node":
+            node = decode_node(record["d"]).validate()
+            if node.version < 1:
+                raise InvalidRequest("import", f"memory {node.id} has version {node.version}")
+            data.nodes.append(node)
+        elif kind == "event":
+            scope_key, seq, blob = str(record["scope"]), int(record["seq"]), bytes(record["d"])
+            Scope.from_key(scope_key)
+            event = Event.decode(blob, seq)
+            if event.node.scope.key != scope_key:
+                raise InvalidRequest("import", f"event {seq} is filed under another scope")
+            log = data.events.setdefault(scope_key, [])
+            if seq < 1 or (log and seq <= log[-1][0]):
+                raise InvalidRequest("import", f"events of a scope out of order at {seq}")
+            log.append((seq, blob))
+        elif kind == "slot":
+            Scope.from_key(str(record["scope"]))
+            data.slots.append((str(record["scope"]), str(record["key"]), str(record["head"]), int(record["seq"])))
+        else:
+            raise InvalidRequest("import", f"unknown record type {kind!r}")
+    except MemoryBusError as exc:
+        raise _refuse(path, f"invalid record: {exc}") from None
+    except (KeyError, TypeError, ValueError) as exc:
+        raise _refuse(path, f"invalid record: {exc!r}") from None

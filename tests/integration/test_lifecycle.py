@@ -1,0 +1,107 @@
+"""Connecting and closing without traps (issue 14): a namespace's bus is its storage,
+a closed handle fails fast with BusClosed, startup reports progress, and the query
+model is loaded once, during connect."""
+
+from __future__ import annotations
+
+import logging
+import time
+
+import pytest
+import ray
+
+import memorybus as mb
+from memorybus import Config, Context
+from memorybus import embedding as embedding_module
+
+pytestmark = [pytest.mark.ray, pytest.mark.model, pytest.mark.timeout(300)]
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory):
+    return tmp_path_factory.mktemp("life")
+
+
+def test_connect_reports_progress_and_loads_the_query_model_once(ray_local, data, caplog):
+    caplog.set_level(logging.INFO, logger="memorybus")
+    cfg = Config.embedded(data / "a", num_shards=2, namespace="life_a")
+    with mb.connect(cfg) as bus:
+        messages = [r.getMessage() for r in caplog.records if r.name == "memorybus"]
+        assert any("creating bus 'life_a'" in m for m in messages), messages
+        assert any("actors ready" in m for m in messages), messages
+        assert any("loading the query model" in m for m in messages), messages
+        # the query encoder of this process is loaded by connect, not by the first recall
+        loaded = dict(embedding_module._SHARED)
+        assert cfg.resolved_model_path() in loaded
+        ctx = Context("acme", "u1", "a1")
+        bus.remember("The launch is on March 14", ctx)
+        assert bus.recall("when is the launch?", ctx, k=1)[0].node.content == "The launch is on March 14"
+        assert loaded == embedding_module._SHARED  # same encoder objects: no second load
+
+
+def test_a_namespace_running_on_other_storage_is_refused(ray_local, data):
+    cfg = Config.embedded(data / "first", num_shards=2, namespace="life_ns")
+    with mb.connect(cfg) as first:
+        ctx = Context("acme", "u1", "a1")
+        first.remember("kept in the first data dir", ctx)
+        other = cfg.with_(data_dir=str(data / "OTHER"))
+        with pytest.raises(mb.ConfigError, match="already running on") as err:
+            mb.connect(other)
+        assert str(data / "first") in str(err.value) and str(data / "OTHER") in str(err.value)
+        assert not (data / "OTHER").exists()  # nothing was created for the refused config
+        with pytest.raises(mb.ConfigError):
+            mb.connect(cfg.with_(num_shards=3))  # another routing of the same files
+        # the same storage joins the running bus; closing the joiner leaves it running
+        with mb.connect(cfg) as joined:
+            assert joined.list_memories(ctx).memories[0].content == "kept in the first data dir"
+        assert first.count() == 1
+
+
+def test_closed_bus_raises_bus_closed_quickly(ray_local, data):
+    cfg = Config.embedded(data / "c", num_shards=2, namespace="life_close")
+    owner = mb.connect(cfg)
+    joined = mb.connect(cfg)
+    ctx = Context("acme", "u1", "a1")
+    owner.remember("written before close", ctx)
+    joined.close()
+    assert joined.closed and not owner.closed
+    with pytest.raises(mb.BusClosed, match="closed"):
+        joined.recall("anything", ctx)
+    assert owner.count() == 1  # a joiner's close leaves the bus running
+    owner.close()
+    owner.close()  # idempotent
+    calls = [
+        lambda b: b.remember("x", ctx),
+        lambda b: b.recall("x", ctx),
+        lambda b: b.list_memories(ctx),
+        lambda b: b.count(),
+        lambda b: b.assert_fact("k", "v", ctx),
+        lambda b: b.subscribe(ctx, callback=print),
+    ]
+    for call in calls:
+        start = time.monotonic()
+        with pytest.raises(mb.BusClosed):
+            call(owner)
+        assert time.monotonic() - start < 1.0
+    # the owner's close stopped the actors: a fresh handle on the same config is told so
+    stale = mb.MemoryBus(cfg)
+    with pytest.raises(mb.BusClosed, match="no running actor"):
+        stale.count()
+    with pytest.raises(mb.BusClosed), owner:
+        pass
+
+
+def test_after_ray_shutdown_calls_raise_bus_closed_and_never_start_ray(ray_local, data):
+    # last in the module: it leaves Ray
+    bus = mb.connect(Config.embedded(data / "s", num_shards=1, namespace="life_shut"))
+    ctx = Context("acme", "u1", "a1")
+    bus.remember("before shutdown", ctx)
+    ray.shutdown()
+    start = time.monotonic()
+    with pytest.raises(mb.BusClosed, match="not connected to Ray"):
+        bus.recall("before", ctx)
+    with pytest.raises(mb.BusClosed):
+        bus.remember("after", ctx)
+    assert time.monotonic() - start < 1.0
+    assert not ray.is_initialized()
+    bus.close()  # still fine: nothing to release
