@@ -28,7 +28,7 @@ from typing import Any
 
 from memorybus.actors import runtime
 from memorybus.config import Config
-from memorybus.errors import BusClosed, ConfigError, MemoryBusError
+from memorybus.errors import BusClosed, ConfigError, MemoryBusError, StoreUnavailable
 
 log = logging.getLogger("memorybus")
 
@@ -111,10 +111,14 @@ class LifecycleMixin:
         self._hubs = actors.replace_dead(hubs, lambda p: actors.create_bus(cfg, p), "pid")
         ready = [s.identity.remote() for s in self._shards]
         ready += [e.dim.remote() for e in self._embedders] + [h.ready.remote() for h in self._hubs]
+        names = [f"shard-{i}" for i in range(cfg.num_shards)] + [f"embedder-{i}" for i in range(cfg.embedder_replicas)]
+        names += [f"bus-{p}" for p in range(cfg.bus.partitions)]
         if cfg.schedule_maintenance:
             for kind in ("decay", "consolidation"):
                 self._maintenance[kind] = actors.create_maintenance(cfg, kind)
                 ready.append(self._maintenance[kind].start.remote())
+                names.append(kind)
+        self._wait_placed(ready, names, started)
         results = runtime.run_sync(runtime.iter_refs(ready), 300)
         for ident in results[: cfg.num_shards]:
             if ident != cfg.storage_identity():  # another process created it meanwhile
@@ -125,6 +129,26 @@ class LifecycleMixin:
             loader.join()
             if loader.error is not None:
                 raise loader.error
+
+    def _wait_placed(self, refs: list[Any], names: list[str], started: float, limit: float = 300.0) -> None:
+        """Wait for the actors to answer, saying which are still missing every 15 s; an
+        actor Ray cannot place (no node has its resources) fails ``connect`` after
+        ``limit`` seconds with its name, instead of a silent wait."""
+        pending = list(refs)
+        while pending:
+            waited = time.monotonic() - started
+            if waited >= limit:
+                missing = [n for n, r in zip(names, refs, strict=True) if r in pending]
+                raise StoreUnavailable(
+                    "ray",
+                    f"actors not ready after {limit:.0f}s: {', '.join(missing)}; does the cluster have the CPUs "
+                    "and custom resources they ask for (Config.shard_num_cpus/shard_resources, "
+                    "embedder_num_cpus/embedder_resources)?",
+                )
+            pending = runtime.wait_some(pending, min(15.0, limit - waited))
+            if pending:
+                missing = [n for n, r in zip(names, refs, strict=True) if r in pending]
+                log.info("still waiting for %s (%.0fs)", ", ".join(missing), time.monotonic() - started)
 
     def _running_identity(self) -> dict[str, Any] | None:
         """The storage of the namespace's running bus, or None when none runs."""

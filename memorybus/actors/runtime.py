@@ -281,6 +281,12 @@ def kill(handle: Any) -> None:
         ray.kill(handle, no_restart=True)
 
 
+def wait_some(refs: list[Any], timeout: float) -> list[Any]:
+    """The refs of ``refs`` not finished after ``timeout`` seconds (finished or failed)."""
+    _, pending = ray.wait(refs, num_returns=len(refs), timeout=timeout)
+    return list(pending)
+
+
 def wait_ready(refs: list[Any], timeout: float) -> None:
     run_sync(iter_refs(refs), timeout)
 

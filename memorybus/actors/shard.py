@@ -48,6 +48,12 @@ class ShardActor:
         self._hubs: dict[int, Any] = {}
         self._shard: Shard | None = None
         self._open_lock = threading.Lock()
+        from ray.util import metrics
+
+        self._tags = {"namespace": config.namespace, "shard": name}
+        keys = ("namespace", "shard")
+        self._writes = metrics.Counter("memorybus_shard_writes", "committed changes (events)", tag_keys=keys)
+        self._size = metrics.Gauge("memorybus_shard_memories", "memories held by the shard", tag_keys=keys)
         self._start_touch_timer()
 
     def _s(self) -> Shard:
@@ -137,6 +143,9 @@ class ShardActor:
         return hub
 
     def _publish(self, events: list[Event]) -> None:
+        self._writes.inc(len(events), tags=self._tags)
+        if self._shard is not None:
+            self._size.set(self._shard.count(), tags=self._tags)
         groups: dict[int, list[Event]] = {}
         for ev in events:
             groups.setdefault(partition_of(ev.node.scope.org, self.config.bus.partitions), []).append(ev)

@@ -91,6 +91,21 @@ def test_closed_bus_raises_bus_closed_quickly(ray_local, data):
         pass
 
 
+def test_an_actor_ray_cannot_place_is_named_instead_of_a_silent_wait(ray_local, data, caplog):
+    from memorybus import actors
+
+    caplog.set_level(logging.INFO, logger="memorybus")
+    cfg = Config.embedded(data / "p", num_shards=1, namespace="life_place", shard_resources={"no_such_node": 0.01})
+    bus = mb.MemoryBus(cfg)
+    shard = actors.create_shard(cfg, 0)
+    try:
+        with pytest.raises(mb.StoreUnavailable, match=r"actors not ready after 2s: shard-0; .*shard_resources"):
+            bus._wait_placed([shard.identity.remote()], ["shard-0"], time.monotonic(), limit=2)
+    finally:
+        ray.kill(shard)
+    assert any("still waiting for shard-0" in r.getMessage() for r in caplog.records)
+
+
 def test_after_ray_shutdown_calls_raise_bus_closed_and_never_start_ray(ray_local, data):
     # last in the module: it leaves Ray
     bus = mb.connect(Config.embedded(data / "s", num_shards=1, namespace="life_shut"))

@@ -64,7 +64,16 @@ def flag(command: str, name: str) -> str:
 
 
 def redis_start(cfg: dict[str, Any]) -> str:
-    return cfg["head_start_ray_commands"][index_of(cfg["head_start_ray_commands"], "redis-server")]
+    return cfg["head_start_ray_commands"][index_of(cfg["head_start_ray_commands"], "redis.sh start")]
+
+
+def redis_env(cfg: dict[str, Any]) -> dict[str, str]:
+    """The MEMORYBUS_* settings the head's setup exports for deploy/redis.sh and drivers
+    (the values as the environment file will hold them)."""
+    cmd = cfg["head_setup_commands"][index_of(cfg["head_setup_commands"], "MEMORYBUS_REDIS_PORT")]
+    lines = [t[len("export ") :] for t in shlex.split(cmd) if t.startswith("export ")]
+    # shlex keeps the backslash of \$ inside double quotes; the shell does not
+    return dict(line.replace("\\$", "$").split("=", 1) for line in lines)
 
 
 def ray_head_start(cfg: dict[str, Any]) -> str:
@@ -114,8 +123,32 @@ def test_torch_is_pinned_and_installed_before_memorybus(cfg: dict[str, Any], key
 
 def test_memorybus_pip_spec_is_a_marked_placeholder(raw: dict[str, Any]) -> None:
     cmd = raw["setup_commands"][index_of(raw["setup_commands"], "pip install", "memorybus")]
-    assert "git+" in cmd
-    assert "MEMORYBUS_PIP_SPEC" in CLUSTER_YAML.read_text()
+    assert 'pip install "MEMORYBUS_PIP_SPEC"' in cmd  # the line to edit holds the placeholder itself
+    assert "--no-index --find-links ~/wheelhouse memorybus" in cmd  # the offline path
+
+
+def test_the_placeholder_list_matches_the_file() -> None:
+    text = CLUSTER_YAML.read_text()
+    header, _, body = text.partition("cluster_name:")
+    listed = set(re.findall(r"^#   (MEMORYBUS_[A-Z_]+) ", header, re.M))
+    assert listed == {"MEMORYBUS_PIP_SPEC", "MEMORYBUS_REDIS_VOLUME_ID"}
+    # a placeholder is a MEMORYBUS_ name used in the file but never set as a variable
+    names = set(re.findall(r"\bMEMORYBUS_[A-Z_]+\b", body))
+    assigned = set(re.findall(r"\b(MEMORYBUS_[A-Z_]+)=", body))
+    assert {n for n in names if n not in assigned} == listed
+    for name in listed:
+        assert name in body, name
+
+
+def test_no_secret_is_written_into_the_yaml(raw: dict[str, Any]) -> None:
+    text = CLUSTER_YAML.read_text()
+    assert "CHANGE_ME" not in text and "requirepass" not in text
+    assert raw["file_mounts"]["/home/ray/.memorybus/redis.password"] == "~/.memorybus/redis.password"
+    env = redis_env(prepared(raw))
+    assert env["MEMORYBUS_REDIS_PASSWORD_FILE"] == "/home/ray/.memorybus/redis.password"
+    # the drivers' URL reads the file when the environment is loaded: no password in the env file
+    assert env["MEMORYBUS_REDIS_URL"].startswith("redis://:$(cat /home/ray/.memorybus/redis.password)@")
+    index_of(raw["head_setup_commands"], "test -s ~/.memorybus/redis.password", "exit 1")
 
 
 @pytest.mark.parametrize("key", ["head_setup_commands", "worker_setup_commands"])
@@ -130,34 +163,70 @@ def test_hf_hub_offline_before_anything_runs(cfg: dict[str, Any], key: str) -> N
 def test_redis_is_installed_and_started_on_the_head_only(cfg: dict[str, Any]) -> None:
     head_setup, worker_setup = cfg["head_setup_commands"], cfg["worker_setup_commands"]
     index_of(head_setup, "apt-get install", "redis-server")
-    assert not any("redis-server" in c for c in worker_setup)
-    assert not any("redis-server" in c for c in cfg["worker_start_ray_commands"])
-
+    assert not any("redis" in c for c in worker_setup + cfg["worker_start_ray_commands"])
     start = cfg["head_start_ray_commands"]
-    assert index_of(start, "redis-server") < index_of(start, "ray start", "--head")
-    cmd = redis_start(cfg)
-    assert re.search(r"--appendonly\s+yes\b", cmd)
-    assert re.search(r"--appendfsync\s+always\b", cmd)
-    assert "--daemonize yes" in cmd
-    assert flag(cmd, "--dir")
+    assert index_of(start, "redis.sh start") < index_of(start, "ray stop") < index_of(start, "ray start", "--head")
+    assert index_of(head_setup, "redis.sh configure") > index_of(head_setup, "MEMORYBUS_REDIS_PORT")
+    assert cfg["file_mounts"]["/home/ray/memorybus-deploy"] == "./deploy"
+    assert (CLUSTER_YAML.parent / "deploy" / "redis.sh").exists()
+
+
+def test_redis_data_lives_on_a_volume_that_outlives_the_cluster(raw: dict[str, Any], cfg: dict[str, Any]) -> None:
+    head = raw["available_node_types"][raw["head_node_type"]]
+    attach = head["initialization_commands"][index_of(head["initialization_commands"], "attach-volume")]
+    assert "VOL=MEMORYBUS_REDIS_VOLUME_ID" in attach and "mount" in attach and "/mnt/memorybus-redis" in attach
+    assert "mkfs" in attach and "blkid" in attach  # formatted on first use only
+    assert "--volume /mnt/memorybus-redis:/mnt/memorybus-redis" in raw["docker"]["head_run_options"]
+    env = redis_env(cfg)
+    assert env["MEMORYBUS_REDIS_DIR"].startswith("/mnt/memorybus-redis/")
+    assert env["MEMORYBUS_BACKUP_DIR"].startswith("/mnt/memorybus-redis/")
+    # Redis refuses to start on a directory that is not the volume
+    index_of(cfg["head_setup_commands"], "/mnt/memorybus-redis/.memorybus-volume", "exit 1")
+    assert raw["provider"]["availability_zone"].count(",") == 0  # one zone: where the volume is
 
 
 def test_redis_listens_privately_with_a_password(cfg: dict[str, Any]) -> None:
-    cmd = redis_start(cfg)
-    bind = cmd.split("--bind", 1)[1].split("--", 1)[0]
-    assert "0.0.0.0" not in bind
-    assert "get_node_ip_address" in bind  # the head's private IP, as Ray advertises it
-    assert "requirepass" in " ".join(cfg["head_setup_commands"])
-    # The placeholder password must be replaced before Redis is exposed.
-    index_of(cfg["head_setup_commands"], "CHANGE_ME_REDIS_PASSWORD", "exit 1")
+    bind = redis_env(cfg)["MEMORYBUS_REDIS_BIND"]
+    assert "0.0.0.0" not in bind and bind.startswith("'127.0.0.1 $HEAD_IP")
+    cmd = cfg["head_setup_commands"][index_of(cfg["head_setup_commands"], "MEMORYBUS_REDIS_PORT")]
+    assert "HEAD_IP=$(python -c 'import ray.util; print(ray.util.get_node_ip_address())')" in cmd
+    script = (CLUSTER_YAML.parent / "deploy" / "redis.sh").read_text()
+    assert "requirepass" in script and "protected-mode yes" in script
 
 
 def test_redis_port_does_not_clash_with_ray(cfg: dict[str, Any]) -> None:
-    redis_port = flag(redis_start(cfg), "--port")
-    gcs_port = flag(ray_head_start(cfg), "--port")
-    assert redis_port != gcs_port
-    url = cfg["head_setup_commands"][index_of(cfg["head_setup_commands"], "MEMORYBUS_REDIS_URL")]
-    assert f":{redis_port}/" in url
+    env = redis_env(cfg)
+    redis_port = env["MEMORYBUS_REDIS_PORT"]
+    assert redis_port != flag(ray_head_start(cfg), "--port")
+    assert f":{redis_port}/0" in env["MEMORYBUS_REDIS_URL"]
+
+
+def test_shards_stay_off_spot_nodes(raw: dict[str, Any]) -> None:
+    types = raw["available_node_types"]
+    assert types["spot"]["node_config"]["InstanceMarketOptions"]["MarketType"] == "spot"
+    assert "memorybus_shard" not in types["spot"]["resources"]
+    for name in ("head", "worker"):
+        assert types[name]["resources"]["memorybus_shard"] >= 1
+    example = (CLUSTER_YAML.parent / "deploy" / "job_example.py").read_text()
+    assert 'shard_resources={"memorybus_shard": 0.01}' in example
+
+
+def test_a_redis_replica_can_be_turned_on(raw: dict[str, Any]) -> None:
+    replica = raw["available_node_types"]["redis_replica"]
+    assert replica["min_workers"] == 0 and replica["max_workers"] == 1
+    assert replica["resources"] == {"CPU": 0}  # nothing of the bus runs there
+    start = replica["worker_setup_commands"][index_of(replica["worker_setup_commands"], "REPLICAOF")]
+    assert 'MEMORYBUS_REDIS_REPLICAOF="$RAY_HEAD_IP 6380"' in start and "redis.sh start" in start
+
+
+def test_metrics_are_exported_for_prometheus(cfg: dict[str, Any]) -> None:
+    assert flag(ray_head_start(cfg), "--metrics-export-port") == "8080"
+    join = cfg["worker_start_ray_commands"][index_of(cfg["worker_start_ray_commands"], "ray start")]
+    assert flag(join, "--metrics-export-port") == "8080"
+    prom = yaml.safe_load((CLUSTER_YAML.parent / "deploy" / "prometheus.yml").read_text())
+    job = prom["scrape_configs"][0]
+    assert job["file_sd_configs"][0]["files"] == ["/tmp/ray/prom_metrics_service_discovery.json"]
+    assert "memorybus_" in job["metric_relabel_configs"][0]["regex"]
 
 
 def test_workers_join_the_head(cfg: dict[str, Any]) -> None:

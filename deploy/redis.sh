@@ -1,0 +1,182 @@
+#!/usr/bin/env bash
+# memorybus's Redis on the cluster head: configured, supervised, backed up, restorable.
+#
+#   redis.sh configure        write $CONF from the settings below (run on every `ray up`)
+#   redis.sh start            start the supervisor (and the backup loop) unless running
+#   redis.sh stop             stop the supervisor and Redis (clean SHUTDOWN: AOF fsync'd)
+#   redis.sh status           PONG when Redis answers
+#   redis.sh backup           one consistent snapshot (BGSAVE) copied into $BACKUP_DIR
+#   redis.sh restore FILE     replace the data with a snapshot (stops and restarts Redis)
+#
+# The supervisor restarts redis-server whenever it exits (crash, OOM kill, kill -9);
+# acknowledged writes survive because the AOF is fsync'd on every write
+# (appendfsync always) on $DIR, a volume that outlives the node (see cluster.yaml).
+# Every setting comes from the environment (cluster.yaml's ~/.memorybus.env):
+#   MEMORYBUS_REDIS_PORT (6380)     MEMORYBUS_REDIS_BIND ("127.0.0.1")
+#   MEMORYBUS_REDIS_DIR (data; AOF and snapshots)   MEMORYBUS_REDIS_HOME (~/memorybus/redis)
+#   MEMORYBUS_REDIS_PASSWORD_FILE (a file holding the password; none: no password)
+#   MEMORYBUS_REDIS_MAXMEMORY (bytes; default 60% of this machine's memory)
+#   MEMORYBUS_REDIS_REPLICAOF ("host port": run as a replica of the primary)
+#   MEMORYBUS_BACKUP_DIR ($DIR/../backups)   MEMORYBUS_BACKUP_INTERVAL (3600 s; 0: no loop)
+#   MEMORYBUS_BACKUP_KEEP (48 snapshots)     MEMORYBUS_BACKUP_S3 (s3://bucket/prefix, optional)
+set -euo pipefail
+
+PORT="${MEMORYBUS_REDIS_PORT:-6380}"
+BIND="${MEMORYBUS_REDIS_BIND:-127.0.0.1}"
+HOME_DIR="${MEMORYBUS_REDIS_HOME:-$HOME/memorybus/redis}"
+DIR="${MEMORYBUS_REDIS_DIR:-$HOME_DIR/data}"
+CONF="$HOME_DIR/redis.conf"
+AUTH="$HOME_DIR/auth.conf"
+PIDS="$HOME_DIR/supervisor.pid"
+LOG="$HOME_DIR/redis.log"
+BACKUP_DIR="${MEMORYBUS_BACKUP_DIR:-$(dirname "$DIR")/backups}"
+BACKUP_INTERVAL="${MEMORYBUS_BACKUP_INTERVAL:-3600}"
+BACKUP_KEEP="${MEMORYBUS_BACKUP_KEEP:-48}"
+
+cli() {
+  local pass=()
+  [ -s "$AUTH.pass" ] && pass=(-a "$(cat "$AUTH.pass")" --no-auth-warning)
+  redis-cli -h 127.0.0.1 -p "$PORT" "${pass[@]}" "$@"
+}
+
+log() { echo "$(date -u +%FT%TZ) $*" >> "$LOG"; }
+
+configure() {
+  mkdir -p "$HOME_DIR" "$DIR" "$BACKUP_DIR"
+  ( umask 077
+    : > "$AUTH"; : > "$AUTH.pass"
+    if [ -n "${MEMORYBUS_REDIS_PASSWORD_FILE:-}" ]; then
+      pw="$(tr -d '[:space:]' < "$MEMORYBUS_REDIS_PASSWORD_FILE")"
+      if [ "${#pw}" -lt 16 ]; then
+        echo "redis.sh: $MEMORYBUS_REDIS_PASSWORD_FILE must hold a password of 16+ characters" >&2; exit 1
+      fi
+      printf 'requirepass %s\nmasterauth %s\n' "$pw" "$pw" > "$AUTH"
+      printf '%s' "$pw" > "$AUTH.pass"
+    fi )
+  local maxmemory="${MEMORYBUS_REDIS_MAXMEMORY:-$(awk '/MemTotal/ {printf "%d", $2 * 1024 * 0.6}' /proc/meminfo)}"
+  {
+    echo "# written by redis.sh configure; edit the environment, not this file"
+    echo "port $PORT"
+    echo "bind $BIND"
+    echo "protected-mode yes"
+    echo "dir $DIR"
+    echo "daemonize no"
+    echo "logfile $LOG"
+    # durability: every acknowledged write is on disk (AOF, fsync per write)
+    echo "appendonly yes"
+    echo "appendfsync always"
+    echo "aof-use-rdb-preamble yes"
+    echo "aof-load-truncated yes"
+    # snapshots are taken on demand by 'redis.sh backup' (BGSAVE), not on a timer
+    echo 'save ""'
+    echo "dbfilename dump.rdb"
+    # never evict a record: at the limit, writes fail (memorybus raises StoreUnavailable)
+    echo "maxmemory $maxmemory"
+    echo "maxmemory-policy noeviction"
+    if [ -n "${MEMORYBUS_REDIS_REPLICAOF:-}" ]; then
+      echo "replicaof ${MEMORYBUS_REDIS_REPLICAOF}"
+      echo "replica-read-only yes"
+    fi
+    echo "include $AUTH"
+  } > "$CONF"
+}
+
+running() { [ -s "$PIDS" ] && kill -0 "$(cat "$PIDS")" 2>/dev/null; }
+
+supervise() {
+  # the loop itself: one redis-server in the foreground, restarted whenever it exits
+  trap 'cli shutdown >/dev/null 2>&1 || true; exit 0' TERM INT
+  while true; do
+    redis-server "$CONF" &
+    child=$!
+    wait "$child" || true
+    log "redis-server (pid $child) exited; restarting in 1 s"
+    sleep 1
+  done
+}
+
+backup_loop() {
+  while sleep "$BACKUP_INTERVAL"; do backup || log "backup failed"; done
+}
+
+start() {
+  if running; then echo "memorybus redis already supervised (pid $(cat "$PIDS"))"; return 0; fi
+  [ -f "$CONF" ] || configure
+  # a session of its own: 'ray stop' and the shell that ran this do not take it down
+  setsid "$0" _supervise < /dev/null >> "$LOG" 2>&1 &
+  echo $! > "$PIDS"
+  if [ "$BACKUP_INTERVAL" != "0" ]; then
+    setsid "$0" _backup_loop < /dev/null >> "$LOG" 2>&1 &
+    echo $! > "$PIDS.backup"
+  fi
+  for _ in $(seq 1 100); do
+    if cli ping 2>/dev/null | grep -q PONG; then echo "memorybus redis up on port $PORT"; return 0; fi
+    sleep 0.1
+  done
+  echo "redis.sh: redis-server did not answer on port $PORT (see $LOG)" >&2
+  return 1
+}
+
+stop() {
+  for f in "$PIDS.backup" "$PIDS"; do
+    if [ -s "$f" ] && kill -0 "$(cat "$f")" 2>/dev/null; then
+      kill -TERM "$(cat "$f")"
+      for _ in $(seq 1 100); do kill -0 "$(cat "$f")" 2>/dev/null || break; sleep 0.1; done
+    fi
+    rm -f "$f"
+  done
+  cli shutdown >/dev/null 2>&1 || true
+}
+
+backup() {
+  mkdir -p "$BACKUP_DIR"
+  local before
+  before="$(cli lastsave)"
+  cli bgsave >/dev/null
+  for _ in $(seq 1 3000); do
+    [ "$(cli lastsave)" != "$before" ] && break
+    sleep 0.1
+  done
+  [ "$(cli lastsave)" != "$before" ] || { echo "redis.sh: BGSAVE did not finish" >&2; return 1; }
+  local out
+  out="$BACKUP_DIR/dump-$(date -u +%Y%m%dT%H%M%SZ).rdb"
+  cp "$DIR/dump.rdb" "$out.tmp" && mv "$out.tmp" "$out"
+  if [ -n "${MEMORYBUS_BACKUP_S3:-}" ]; then aws s3 cp --only-show-errors "$out" "$MEMORYBUS_BACKUP_S3/"; fi
+  ls -1t "$BACKUP_DIR"/dump-*.rdb | tail -n +"$((BACKUP_KEEP + 1))" | xargs -r rm -f
+  log "backup $out"
+  echo "$out"
+}
+
+restore() {
+  local file="$1"
+  [ -s "$file" ] || { echo "redis.sh: no snapshot at $file" >&2; exit 1; }
+  stop
+  local aside
+  aside="$DIR.before-restore-$(date -u +%Y%m%dT%H%M%SZ)"
+  mv "$DIR" "$aside" && mkdir -p "$DIR" && cp "$file" "$DIR/dump.rdb"
+  # load the snapshot without AOF, then let Redis write a fresh AOF from memory
+  redis-server "$CONF" --appendonly no --daemonize yes --pidfile "$HOME_DIR/restore.pid"
+  for _ in $(seq 1 100); do cli ping 2>/dev/null | grep -q PONG && break; sleep 0.1; done
+  cli config set appendonly yes >/dev/null
+  for _ in $(seq 1 3000); do
+    cli info persistence | grep -q '^aof_rewrite_in_progress:0' && \
+      cli info persistence | grep -q '^aof_enabled:1' && break
+    sleep 0.1
+  done
+  cli shutdown >/dev/null 2>&1 || true
+  for _ in $(seq 1 100); do [ -e "$HOME_DIR/restore.pid" ] || break; sleep 0.1; done
+  echo "restored $file (previous data kept in $aside)"
+  start
+}
+
+case "${1:-}" in
+  configure) configure ;;
+  start) start ;;
+  stop) stop ;;
+  status) cli ping ;;
+  backup) backup ;;
+  restore) restore "${2:?usage: redis.sh restore FILE}" ;;
+  _supervise) supervise ;;
+  _backup_loop) backup_loop ;;
+  *) echo "usage: redis.sh configure|start|stop|status|backup|restore FILE" >&2; exit 2 ;;
+esac

@@ -1,0 +1,123 @@
+"""The head's Redis, started the way cluster.yaml starts it (deploy/redis.sh with the
+settings the head exports; only the port, address and directories are private to the
+test): AOF fsync'd on every write, no eviction, a password, restarted by its supervisor
+after a kill -9 without losing an acknowledged write, backed up and restored."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+import redis
+import yaml
+
+from memorybus import MemoryNode, Scope
+from memorybus.storage import WriteBatch
+from memorybus.storage.redis import RedisStore
+from tests.conftest import free_port
+from tests.unit.test_cluster_yaml import CLUSTER_YAML, index_of, prepared, redis_env
+
+pytestmark = [pytest.mark.redis, pytest.mark.timeout(120)]
+DEPLOY = CLUSTER_YAML.parent / "deploy"
+
+
+@pytest.fixture
+def head(tmp_path: Path):
+    """A private head: HOME with ~/memorybus-deploy (the file mount), the YAML's
+    settings with a private port, loopback, private dirs and password file."""
+    cfg = prepared(yaml.safe_load(CLUSTER_YAML.read_text()))
+    env = redis_env(cfg)
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "memorybus-deploy").symlink_to(DEPLOY)
+    password = tmp_path / "redis.password"
+    password.write_text(os.urandom(16).hex() + "\n")
+    port = free_port()
+    env.update(
+        MEMORYBUS_REDIS_PORT=str(port),
+        MEMORYBUS_REDIS_BIND="127.0.0.1",
+        MEMORYBUS_REDIS_DIR=str(tmp_path / "volume" / "data"),
+        MEMORYBUS_BACKUP_DIR=str(tmp_path / "volume" / "backups"),
+        MEMORYBUS_REDIS_PASSWORD_FILE=str(password),
+        MEMORYBUS_REDIS_MAXMEMORY=str(256 * 1024 * 1024),
+    )
+    env.pop("MEMORYBUS_REDIS_URL")
+    full_env = {**os.environ, **env, "HOME": str(home)}
+
+    def run(command: str) -> str:
+        done = subprocess.run(["bash", "-c", command], env=full_env, capture_output=True, text=True, timeout=60,
+                              check=False)
+        assert done.returncode == 0, done.stderr
+        return done.stdout
+
+    # exactly the head's commands: configure in head_setup, start in head_start_ray
+    run(cfg["head_setup_commands"][index_of(cfg["head_setup_commands"], "redis.sh configure")])
+    run(cfg["head_start_ray_commands"][index_of(cfg["head_start_ray_commands"], "redis.sh start")])
+    client = redis.Redis(port=port, password=password.read_text().strip(), socket_timeout=5)
+    pidfile = home / "memorybus" / "redis" / "supervisor.pid"
+    try:
+        yield client, run, tmp_path, f"redis://:{password.read_text().strip()}@127.0.0.1:{port}/0"
+    finally:
+        subprocess.run(["bash", "-c", "bash ~/memorybus-deploy/redis.sh stop"], env=full_env, timeout=60, check=False)
+        for f in (pidfile, pidfile.with_suffix(".pid.backup")):  # never leave a process behind
+            if f.exists() and f.read_text().strip():
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(int(f.read_text()), signal.SIGKILL)
+
+
+def server_pid(client: redis.Redis) -> int:
+    return int(client.info("server")["process_id"])
+
+
+def wait_for_new_server(client: redis.Redis, old: int) -> int:
+    deadline = time.time() + 20
+    while time.time() < deadline:
+        try:
+            pid = server_pid(client)
+            if pid != old:
+                return pid
+        except redis.exceptions.RedisError:
+            pass
+        time.sleep(0.1)
+    raise AssertionError("the supervisor did not restart redis-server")
+
+
+def test_head_redis_is_durable_private_supervised_and_restorable(head):
+    client, run, tmp_path, url = head
+    config = {k: client.config_get(k)[k] for k in ("appendonly", "appendfsync", "maxmemory-policy", "bind", "dir")}
+    assert config == {
+        "appendonly": "yes",
+        "appendfsync": "always",
+        "maxmemory-policy": "noeviction",
+        "bind": "127.0.0.1",
+        "dir": str(tmp_path / "volume" / "data"),
+    }
+    assert int(client.config_get("maxmemory")["maxmemory"]) == 256 * 1024 * 1024
+    with pytest.raises(redis.exceptions.AuthenticationError):
+        redis.Redis(port=client.connection_pool.connection_kwargs["port"]).ping()  # no password, no access
+    # an acknowledged memorybus write survives kill -9 of the server; the supervisor restarts it
+    store = RedisStore(url, "cluster", "shard-0")
+    node = MemoryNode(content="kept across a crash", scope=Scope("acme"), version=1, created_at=1.0,
+                      last_accessed=1.0, valid_from=1.0)
+    store.commit(WriteBatch(puts=[node]))
+    old = server_pid(client)
+    os.kill(old, signal.SIGKILL)
+    wait_for_new_server(client, old)
+    assert store.get(node.id) is not None and store.get(node.id).content == "kept across a crash"
+    # a scheduled-style snapshot, then a write after it, then a restore to the snapshot
+    snapshot = run("bash ~/memorybus-deploy/redis.sh backup").strip().splitlines()[-1]
+    assert Path(snapshot).exists() and Path(snapshot).parent == tmp_path / "volume" / "backups"
+    later = MemoryNode(content="written after the snapshot", scope=Scope("acme"), version=1, created_at=2.0,
+                       last_accessed=2.0, valid_from=2.0)
+    store.commit(WriteBatch(puts=[later]))
+    out = run(f"bash ~/memorybus-deploy/redis.sh restore {snapshot}")
+    assert "restored" in out
+    assert store.get(node.id) is not None and store.get(later.id) is None
+    assert client.config_get("appendonly")["appendonly"] == "yes"  # back to AOF after the restore
+    assert any((tmp_path / "volume").glob("data.before-restore-*"))  # the replaced data is kept aside
+    store.close()
