@@ -128,16 +128,22 @@ stop() {
   cli shutdown >/dev/null 2>&1 || true
 }
 
+persistence() { cli info persistence | tr -d '\r' | awk -F: -v k="$1" '$1 == k {print $2}'; }
+
 backup() {
   mkdir -p "$BACKUP_DIR"
   local before
-  before="$(cli lastsave)"
-  cli bgsave >/dev/null
+  before="$(persistence rdb_saves)"
+  # SCHEDULE: if an AOF rewrite is running, the snapshot starts when it ends
+  cli bgsave schedule >/dev/null
   for _ in $(seq 1 3000); do
-    [ "$(cli lastsave)" != "$before" ] && break
+    [ "$(persistence rdb_saves)" -gt "$before" ] && [ "$(persistence rdb_bgsave_in_progress)" = 0 ] && break
     sleep 0.1
   done
-  [ "$(cli lastsave)" != "$before" ] || { echo "redis.sh: BGSAVE did not finish" >&2; return 1; }
+  if [ "$(persistence rdb_saves)" -le "$before" ] || [ "$(persistence rdb_last_bgsave_status)" != ok ]; then
+    echo "redis.sh: BGSAVE did not finish (see $LOG)" >&2
+    return 1
+  fi
   local out
   out="$BACKUP_DIR/dump-$(date -u +%Y%m%dT%H%M%SZ).rdb"
   cp "$DIR/dump.rdb" "$out.tmp" && mv "$out.tmp" "$out"
@@ -159,8 +165,8 @@ restore() {
   for _ in $(seq 1 100); do cli ping 2>/dev/null | grep -q PONG && break; sleep 0.1; done
   cli config set appendonly yes >/dev/null
   for _ in $(seq 1 3000); do
-    cli info persistence | grep -q '^aof_rewrite_in_progress:0' && \
-      cli info persistence | grep -q '^aof_enabled:1' && break
+    [ "$(persistence aof_enabled)" = 1 ] && [ "$(persistence aof_rewrite_in_progress)" = 0 ] && \
+      [ "$(persistence aof_rewrite_scheduled)" = 0 ] && break
     sleep 0.1
   done
   cli shutdown >/dev/null 2>&1 || true

@@ -74,6 +74,6 @@ def test_version_and_help_are_fast_and_do_not_load_ray(tmp_path):
     seconds, ray_loaded, torch_loaded = proc.stdout.splitlines()[-1].split()
     assert "usage: memorybus" in proc.stdout
     assert (ray_loaded, torch_loaded) == ("False", "False")
-    assert float(seconds) < 1.0
+    assert float(seconds) < 3.0  # a few hundred ms on a quiet machine; the modules above are the point
     version = _run(["--version"], tmp_path, timeout=60)
     assert version.returncode == 0 and version.stdout.startswith("memorybus 0.")
