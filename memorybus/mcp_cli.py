@@ -58,11 +58,14 @@ def cmd_mcp(args: argparse.Namespace) -> int:
             if not args.tokens:
                 raise mb.ConfigError("tokens", "http maps bearer tokens to identities: pass --tokens FILE")
             identity, tokens = None, door.load_tokens(args.tokens)
+        # the server's calls are async: queries batch in the embedder actor, so this
+        # process never loads the model (connect would preload it for synchronous recalls)
+        common = {"num_shards": args.shards, "namespace": args.namespace, "query_encoder": "embedder"}
         if args.redis_url:
-            cfg = mb.Config.redis(args.redis_url, num_shards=args.shards, namespace=args.namespace)
+            cfg = mb.Config.redis(args.redis_url, **common)
         else:
             data_dir = args.data_dir or tempfile.mkdtemp(prefix="memorybus-mcp-")
-            cfg = mb.Config.embedded(data_dir, num_shards=args.shards, namespace=args.namespace)
+            cfg = mb.Config.embedded(data_dir, **common)
     except mb.MemoryBusError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
