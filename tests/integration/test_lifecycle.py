@@ -32,7 +32,7 @@ def test_connect_reports_progress_and_loads_the_query_model_once(ray_local, data
         assert any("loading the query model" in m for m in messages), messages
         # the query encoder of this process is loaded by connect, not by the first recall
         loaded = dict(embedding_module._SHARED)
-        assert cfg.resolved_model_path() in loaded
+        assert any(key.startswith(cfg.resolved_model_path()) for key in loaded)
         ctx = Context("acme", "u1", "a1")
         bus.remember("The launch is on March 14", ctx)
         assert bus.recall("when is the launch?", ctx, k=1)[0].node.content == "The launch is on March 14"
