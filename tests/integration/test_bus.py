@@ -82,7 +82,13 @@ def test_superseded_fact_and_as_of_recall(bus):
     hist = bus.history(key, ctx, scope="user")
     assert [e.node.content for e in hist] == ["User writes Python", "User switched to Rust"]
     assert bus.current_fact(key, ctx, scope="user").content == "User switched to Rust"
-    assert len(bus.recall("programming language", ctx, k=5, include_deprecated=True)) == 2
+    # the superseded version is still there for whoever asks for it (no relevance floor:
+    # "programming language" names neither value, so only the floor could hide one)
+    both = bus.recall("programming language", ctx, k=5, include_deprecated=True, min_relevance=0.0)
+    assert sorted(h.node.content for h in both) == ["User switched to Rust", "User writes Python"]
+    assert [h.node.content for h in bus.recall("programming language", ctx, k=5, min_relevance=0.0)] == [
+        "User switched to Rust"
+    ]
 
 
 def test_broadcast_is_owned_and_idempotent(bus):
