@@ -160,8 +160,10 @@ class LifecycleMixin:
             return None
         try:
             return dict(runtime.run_sync(runtime.iter_refs([shard.identity.remote()]), 120)[0])
-        except MemoryBusError:
-            return None  # it is dying or restarting: creation below finds or replaces it
+        except (MemoryBusError, AttributeError):
+            # dead, dying or restarting, or a leftover of an older shard class that
+            # lacks the method: creation below finds it and replaces it when dead
+            return None
 
     def _preload_encoder(self) -> _Loader | None:
         """Load this process's query encoder in the background when recall will use it."""
