@@ -11,7 +11,7 @@ import math
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field, fields, replace
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from memorybus.errors import ConfigError
 from memorybus.maintenance import ConsolidationPolicy, DecayPolicy
@@ -77,7 +77,9 @@ class RankingWeights:
 
     so every score is in 0..1 and a relevant memory always outranks an
     irrelevant one. ``RankingWeights.provenance()`` says where each default
-    comes from.
+    comes from; ``RankingWeights.GROUPS`` names the fields of each group
+    (relevance, structure, rerank, candidates, index) and ``weights.group(name)``
+    gives their values.
     """
 
     # -- relevance: the gate ---------------------------------------------------------
@@ -118,6 +120,16 @@ class RankingWeights:
     context_mix: float = _w(0.35, f"{_TUNED}: grid 0/0.2/0.35/0.5/0.7")
     contextual_text: bool = _w(False, "design choice: no extra model work by default")
 
+    #: the fields by the signal or stage they weigh (the sections above, as data)
+    GROUPS: ClassVar[dict[str, tuple[str, ...]]] = {
+        "relevance": ("dense_zero", "dense_full", "keyword", "neighbor", "min_relevance"),
+        "structure": ("thread", "thread_centroid", "speaker", "time", "time_slack_days", "graph"),
+        "rerank": ("salience", "recency", "recency_half_life_days", "importance", "confidence"),
+        "candidates": ("hybrid", "candidate_multiplier", "dense_candidates", "keyword_candidates",
+                       "neighbor_candidates", "time_candidates", "exact_dense_limit"),
+        "index": ("bm25_k1", "bm25_b", "context_mix", "contextual_text"),
+    }  # fmt: skip
+
     def __post_init__(self) -> None:
         if not 0.0 <= self.dense_zero < self.dense_full <= 1.0:
             raise ConfigError("ranking.dense_zero", "must satisfy 0 <= dense_zero < dense_full <= 1")
@@ -135,6 +147,12 @@ class RankingWeights:
     def provenance(cls) -> dict[str, str]:
         """Where each default comes from."""
         return {f.name: f.metadata["provenance"] for f in fields(cls)}
+
+    def group(self, name: str) -> dict[str, Any]:
+        """The weights of one group of :attr:`GROUPS` (e.g. ``"structure"``) and their values."""
+        if name not in self.GROUPS:
+            raise ConfigError("ranking group", f"{name!r} is not one of {sorted(self.GROUPS)}")
+        return {f: getattr(self, f) for f in self.GROUPS[name]}
 
 
 @dataclass(frozen=True, slots=True)

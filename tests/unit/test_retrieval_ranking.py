@@ -370,6 +370,11 @@ def test_recall_options_validate_and_admit():
 def test_every_ranking_default_states_its_provenance_and_bad_weights_are_refused():
     prov = RankingWeights.provenance()
     assert set(prov) == {f.name for f in fields(RankingWeights)}
+    grouped = [name for names in RankingWeights.GROUPS.values() for name in names]
+    assert sorted(grouped) == sorted(prov)  # every weight in exactly one group
+    assert RankingWeights(speaker=0.5).group("structure")["speaker"] == 0.5
+    with pytest.raises(ConfigError):
+        RankingWeights().group("nonsense")
     assert all(isinstance(v, str) and len(v) > 10 for v in prov.values())
     for bad in ({"dense_zero": 0.8, "dense_full": 0.5}, {"min_relevance": 1.0}, {"keyword": -1.0},
                 {"keyword": 1.5}, {"neighbor": 2.0}, {"thread": float("nan")}):  # fmt: skip
