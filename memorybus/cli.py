@@ -136,7 +136,6 @@ def cmd_eval(args: argparse.Namespace) -> int:
     # the raw model (this process) and the bus's embedder take turns on the same cores:
     # idle OpenMP threads must sleep, not spin, or each side slows the other down
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-    os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
     if not os.path.exists(args.data):
         print(f"error: no such file {args.data}", file=sys.stderr)
         return 2
@@ -159,10 +158,21 @@ def cmd_eval(args: argparse.Namespace) -> int:
     return 0
 
 
+def local_ray_on_loopback(args: argparse.Namespace) -> None:
+    """A Ray this command starts itself binds to 127.0.0.1, not to the machine's
+    interfaces. Ray reads the switch once, when it is first imported, so this runs
+    before anything imports it; joining a cluster (``--address``, ``--ray-address``,
+    ``RAY_ADDRESS``) leaves Ray's own choice alone."""
+    if getattr(args, "address", None) or getattr(args, "ray_address", None) or os.environ.get("RAY_ADDRESS"):
+        return
+    os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run one command. Errors of memorybus end it with one line on stderr and exit
     status 2 (1 for a failed check), never a traceback."""
     args = build_parser().parse_args(argv)
+    local_ray_on_loopback(args)
     from memorybus.errors import MemoryBusError
 
     try:
