@@ -86,7 +86,7 @@ def fanout(bus: Any, args: argparse.Namespace) -> dict[str, Any]:
         bus.subscribe(mb.Context(org, f"user{i}", f"agent{i}"), target=s, name=f"fan-{i}")
     print(f"started {len(subs)} subscriber actors in {time.time() - t:.1f}s", file=sys.stderr)
 
-    # wait on the bus actor's delivery count (one call per poll), not on every
+    # wait on the hub actor's delivery count (one call per poll), not on every
     # subscriber: polling 100 actors would load the cores the fan-out needs
     def delivered() -> int:
         return int(bus.bus_stats(mb.Context(org))["delivered"])

@@ -197,11 +197,11 @@ def bus_config(args: argparse.Namespace, data_dir: str) -> Any:
     cfg = memorybus.Config.embedded(data_dir, num_shards=args.shards, embedder_replicas=args.embedders)
     if args.embedder_cpus is not None:
         return cfg.with_(embedder_num_cpus=args.embedder_cpus)
-    partitions = getattr(getattr(cfg, "bus", None), "partitions", 0)  # bus actors, where the package has them
+    partitions = getattr(getattr(cfg, "bus", None), "partitions", 0)  # hub actors, where the package has them
     free = RAY_CPUS - (cfg.num_shards + partitions) * cfg.shard_num_cpus
     if free <= 0:
         raise SystemExit(
-            f"{cfg.num_shards} shards + {partitions} bus actors x {cfg.shard_num_cpus} CPU"
+            f"{cfg.num_shards} shards + {partitions} hub actors x {cfg.shard_num_cpus} CPU"
             f" do not fit in {RAY_CPUS} CPUs"
         )
     if cfg.embedder_replicas * cfg.embedder_num_cpus > free:

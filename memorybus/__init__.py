@@ -21,7 +21,7 @@ __version__ = "0.1.0"
 
 #: public name -> module that defines it
 _EXPORTS = {
-    "Strategy": "memorybus.bus.conflicts",
+    "Strategy": "memorybus.conflicts",
     "MemoryBus": "memorybus.client",
     "connect": "memorybus.client",
     "Inbox": "memorybus.client_subs",
@@ -127,12 +127,12 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:
-    from memorybus.bus.conflicts import Strategy
     from memorybus.client import MemoryBus, connect
     from memorybus.client_list import MemoryPage
     from memorybus.client_subs import Inbox, Subscription
     from memorybus.clock import Clock, ManualClock, SystemClock
     from memorybus.config import BusPolicy, Config, RankingWeights
+    from memorybus.conflicts import Strategy
     from memorybus.errors import (
         BusClosed,
         ConfigError,

@@ -25,12 +25,11 @@ import numpy as np
 from memorybus.actors import runtime
 from memorybus.actors.runtime import Op, Settled
 from memorybus.client_admin import AdminClientMixin
-from memorybus.client_bus import BusClientMixin, MaintenanceClientMixin
+from memorybus.client_facts import FactsClientMixin, MaintenanceClientMixin
 from memorybus.client_life import LifecycleMixin, open_bus
 from memorybus.client_list import ListingClientMixin
 from memorybus.client_subs import SubscriptionClientMixin
 from memorybus.config import Config
-from memorybus.context import ContextBlock, ContextBuilder
 from memorybus.errors import (
     InvalidMemory,
     InvalidRequest,
@@ -40,6 +39,7 @@ from memorybus.errors import (
 )
 from memorybus.items import build_memory, turn_items
 from memorybus.model import MemoryKind, MemoryNode, MemoryStatus
+from memorybus.prompt import ContextBlock, ContextBuilder
 from memorybus.retrieval import DEFAULT_STATUSES, RecallHit, merge_hits
 from memorybus.retrieval.options import RecallOptions
 from memorybus.retrieval.structure import embedding_texts
@@ -52,7 +52,7 @@ if TYPE_CHECKING:
 
 class MemoryBus(
     LifecycleMixin,
-    BusClientMixin,
+    FactsClientMixin,
     SubscriptionClientMixin,
     MaintenanceClientMixin,
     ListingClientMixin,

@@ -164,7 +164,7 @@ class AdminClientMixin:
         return total
 
     def hub_stats(self) -> list[dict[str, int]]:
-        """Each bus actor's totals over every org: events published and delivered,
+        """Each hub actor's totals over every org: events published and delivered,
         subscriptions, and how many are replaying from the log."""
         return self._get([self._hub(p).totals.remote() for p in range(self.config.bus.partitions)], 60)
 

@@ -67,7 +67,7 @@ class LifecycleMixin:
             )
 
     def _actor(self, name: str) -> Any:
-        """The bus actor named ``name``; BusClosed when the bus is not running."""
+        """The actor named ``name``; BusClosed when the bus is not running."""
         from memorybus import actors
 
         self._check_open()
@@ -97,22 +97,22 @@ class LifecycleMixin:
             runtime.check_capacity(cfg)  # an actor no node can hold fails now, not after a wait
         started = time.monotonic()
         log.info(
-            "%s bus %r: %d shards, %d embedder(s), %d bus actor(s)",
+            "%s bus %r: %d shards, %d embedder(s), %d hub actor(s)",
             "creating" if running is None else "joining",
             cfg.namespace, cfg.num_shards, cfg.embedder_replicas, cfg.bus.partitions,
         )
         _prepare_stores(cfg)
         embedders = [actors.create_embedder(cfg, i) for i in range(cfg.embedder_replicas)]
         shards = [actors.create_shard(cfg, i) for i in range(cfg.num_shards)]
-        hubs = [actors.create_bus(cfg, p) for p in range(cfg.bus.partitions)]
+        hubs = [actors.create_hub(cfg, p) for p in range(cfg.bus.partitions)]
         # actors found dead (a failed constructor keeps its name) are replaced
         self._embedders = actors.replace_dead(embedders, lambda i: actors.create_embedder(cfg, i), "pid")
         self._shards = actors.replace_dead(shards, lambda i: actors.create_shard(cfg, i), "pid")
-        self._hubs = actors.replace_dead(hubs, lambda p: actors.create_bus(cfg, p), "pid")
+        self._hubs = actors.replace_dead(hubs, lambda p: actors.create_hub(cfg, p), "pid")
         ready = [s.identity.remote() for s in self._shards]
         ready += [e.dim.remote() for e in self._embedders] + [h.ready.remote() for h in self._hubs]
         names = [f"shard-{i}" for i in range(cfg.num_shards)] + [f"embedder-{i}" for i in range(cfg.embedder_replicas)]
-        names += [f"bus-{p}" for p in range(cfg.bus.partitions)]
+        names += [f"hub-{p}" for p in range(cfg.bus.partitions)]
         if cfg.schedule_maintenance:
             for kind in ("decay", "consolidation"):
                 self._maintenance[kind] = actors.create_maintenance(cfg, kind)
@@ -245,7 +245,7 @@ class LifecycleMixin:
         cfg = self.config
         self._shards = [self._actor(actors.shard_actor_name(cfg, i)) for i in range(cfg.num_shards)]
         self._embedders = [self._actor(actors.embedder_actor_name(cfg, i)) for i in range(cfg.embedder_replicas)]
-        self._hubs = [self._actor(actors.bus_actor_name(cfg, p)) for p in range(cfg.bus.partitions)]
+        self._hubs = [self._actor(actors.hub_actor_name(cfg, p)) for p in range(cfg.bus.partitions)]
         for kind in ("decay", "consolidation"):
             with contextlib.suppress(BusClosed):
                 self._maintenance[kind] = self._actor(actors.maintenance_name(cfg, kind))

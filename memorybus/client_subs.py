@@ -3,7 +3,7 @@
 Mixed into :class:`memorybus.client.MemoryBus`. A subscription belongs to the
 context that created it; its ``name`` is unique within that owner (another
 context's subscription of the same name is another subscription), and every
-call here names the caller: the bus actor touches only the caller's own
+call here names the caller: the hub actor touches only the caller's own
 subscription, and :meth:`SubscriptionClientMixin.bus_stats` lists only
 subscriptions the caller manages.
 
@@ -29,9 +29,9 @@ from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 from memorybus.actors import runtime
-from memorybus.bus.records import check_name
 from memorybus.errors import DeliveryFailed, InvalidRequest
 from memorybus.events import Event, EventFilter
+from memorybus.pubsub.records import check_name
 from memorybus.scopes import Context
 
 if TYPE_CHECKING:
@@ -67,10 +67,10 @@ class Inbox:
 
 class Subscription:
     """A live subscription (``name`` of ``context``). Push subscriptions are served by
-    the bus actor; callback subscriptions run a listener thread in this process.
+    the hub actor; callback subscriptions run a listener thread in this process.
 
     ``errors``: every exception the listener met (callback failures, an unreachable
-    bus actor); ``failed``: the callback error that stopped the listener after its
+    hub actor); ``failed``: the callback error that stopped the listener after its
     retries, or None; ``alive``: whether the listener is running.
     """
 
@@ -136,7 +136,7 @@ class Subscription:
             try:
                 ref = hub.pull.remote(self.name, self._context, ack, 0.5)
                 batch = runtime.run_sync(runtime.iter_refs([ref]), 30)[0]
-            except Exception as exc:  # the bus actor restarts: keep listening
+            except Exception as exc:  # the hub actor restarts: keep listening
                 self.errors.append(exc)
                 time.sleep(0.2)
                 continue

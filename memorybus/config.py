@@ -174,14 +174,14 @@ class BusPolicy:
       a contradiction (by the judge; default: negation or different numbers).
     - ``max_cas_retries``: compare-and-set attempts before ``VersionConflict``.
     - ``broadcast_discount``: confidence factor of a broadcast copy.
-    - ``partitions``: bus actors; orgs are spread over them.
+    - ``partitions``: hub actors; orgs are spread over them.
     - ``subscriber_queue``: events held per live subscriber before it is switched
       to replay from the log (slow subscribers never block writers).
     - ``cursor_flush_seconds``: acknowledged cursors of all subscriptions are
       written together at most this often (delivery is at least once across a
-      bus actor crash; ``Inbox`` drops repeats).
+      hub actor crash; ``Inbox`` drops repeats).
     - ``replay_page``: log entries a replay reads at a time (replay from the start of
-      a long log is paged: the bus actor holds one page per subscription).
+      a long log is paged: the hub actor holds one page per subscription).
     - ``callback_retries``, ``callback_backoff_seconds``: a callback subscription whose
       callback raises retries the same batch this many times (backoff doubling from
       this, up to 5 s), then stops with the error surfaced (``sub.failed``, ``sub.check()``).

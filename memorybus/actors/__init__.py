@@ -12,9 +12,10 @@ from typing import Any
 
 import ray
 
-from memorybus.actors.bus import BusActor
 from memorybus.actors.embedder import EmbedderActor
+from memorybus.actors.hub import HubActor
 from memorybus.actors.maintenance import ConsolidationActor, DecayActor
+from memorybus.actors.names import embedder_actor_name, hub_actor_name, maintenance_name, shard_actor_name
 from memorybus.actors.shard import ShardActor
 from memorybus.config import Config
 from memorybus.scopes import shard_name
@@ -22,22 +23,10 @@ from memorybus.scopes import shard_name
 _ENV = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
 
 
-def shard_actor_name(config: Config, index: int) -> str:
-    return f"{config.namespace}:{shard_name(index)}"
-
-
-def embedder_actor_name(config: Config, index: int) -> str:
-    return f"{config.namespace}:embedder-{index}"
-
-
-def bus_actor_name(config: Config, partition: int) -> str:
-    return f"{config.namespace}:bus-{partition}"
-
-
 def _options(
     config: Config, name: str, num_cpus: float, resources: tuple[tuple[str, float], ...], **extra: Any
 ) -> dict[str, Any]:
-    """Options every memorybus actor shares: named in the bus's namespace, found
+    """Options every memoryhub actor shares: named in the bus's namespace, found
     again if it exists, restarted when it dies, detached if the config says so."""
     return {
         "name": name,
@@ -62,17 +51,13 @@ def embedder_options(config: Config, index: int) -> dict[str, Any]:
                     max_concurrency=1000, runtime_env={"env_vars": dict(_ENV)})
 
 
-def bus_options(config: Config, partition: int) -> dict[str, Any]:
-    return _options(config, bus_actor_name(config, partition), config.shard_num_cpus, config.shard_resources,
+def hub_options(config: Config, partition: int) -> dict[str, Any]:
+    return _options(config, hub_actor_name(config, partition), config.shard_num_cpus, config.shard_resources,
                     max_concurrency=1000)
 
 
-def create_bus(config: Config, partition: int) -> Any:
-    return ray.remote(BusActor).options(**bus_options(config, partition)).remote(config, partition)
-
-
-def maintenance_name(config: Config, kind: str) -> str:
-    return f"{config.namespace}:{kind}"
+def create_hub(config: Config, partition: int) -> Any:
+    return ray.remote(HubActor).options(**hub_options(config, partition)).remote(config, partition)
 
 
 def create_maintenance(config: Config, kind: str, *args: Any) -> Any:
@@ -132,18 +117,18 @@ def lookup(name: str, namespace: str) -> Any:
 
 
 __all__ = [
-    "BusActor",
     "ConsolidationActor",
     "DecayActor",
     "EmbedderActor",
+    "HubActor",
     "ShardActor",
     "alive_shards",
-    "bus_actor_name",
-    "create_bus",
     "create_embedder",
+    "create_hub",
     "create_maintenance",
     "create_shard",
     "embedder_actor_name",
+    "hub_actor_name",
     "lookup",
     "maintenance_name",
     "replace_dead",

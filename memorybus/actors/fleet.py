@@ -2,7 +2,7 @@
 
 Thin wrappers: the agents' logic is in :mod:`memorybus.simulation.agent` and
 :mod:`memorybus.simulation.demo`; this module only makes actors of them, calls
-them, and kills bus actors or a node's raylet when a fault is injected.
+them, and kills the bus's actors or a node's raylet when a fault is injected.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from typing import Any
 import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-from memorybus.actors import bus_actor_name, embedder_actor_name, shard_actor_name
+from memorybus.actors import embedder_actor_name, hub_actor_name, shard_actor_name
 from memorybus.actors.runtime import unwrap
 from memorybus.client import MemoryBus
 from memorybus.config import Config
@@ -87,8 +87,8 @@ def kill_all(handles: Sequence[Any]) -> None:
 
 # ------------------------------------------------------------------ faults
 def kill_bus_actor(config: Config, kind: str, index: int = 0) -> str:
-    """Kill one of the bus's actors (``shard``, ``embedder`` or ``bus``); Ray restarts it."""
-    name = {"shard": shard_actor_name, "embedder": embedder_actor_name, "bus": bus_actor_name}[kind](config, index)
+    """Kill one of the bus's actors (``shard``, ``embedder`` or ``hub``); Ray restarts it."""
+    name = {"shard": shard_actor_name, "embedder": embedder_actor_name, "hub": hub_actor_name}[kind](config, index)
     try:
         handle = ray.get_actor(name, namespace=config.namespace)
         ray.kill(handle, no_restart=False)

@@ -23,6 +23,7 @@ from typing import Any
 import ray
 from ray.util import metrics
 
+from memorybus.actors.names import embedder_actor_name
 from memorybus.clock import Clock, SystemClock
 from memorybus.config import Config, resolve_hook
 from memorybus.errors import InvalidRequest
@@ -168,7 +169,7 @@ class ConsolidationActor(_Scheduled):
 
     def _embedder(self) -> Any:
         ns = self.config.namespace
-        return ray.get_actor(f"{ns}:embedder-0", namespace=ns)
+        return ray.get_actor(embedder_actor_name(self.config, 0), namespace=ns)
 
     async def _run(
         self,

@@ -251,7 +251,7 @@ def check_capacity(config: Config, wait: float = 5.0) -> None:
     raise ConfigError(
         "num_cpus",
         f"{reason} (embedder_num_cpus={config.embedder_num_cpus} x {config.embedder_replicas} replicas, "
-        f"shard_num_cpus={config.shard_num_cpus} x {len(demand) - config.embedder_replicas} shard and bus actors): "
+        f"shard_num_cpus={config.shard_num_cpus} x {len(demand) - config.embedder_replicas} shard and hub actors): "
         "start Ray with more CPUs (ray.init(num_cpus=2), or connect(config, num_cpus=2)) or lower "
         "Config.embedder_num_cpus (e.g. 0.5)",
     )

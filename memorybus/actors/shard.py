@@ -11,12 +11,13 @@ from typing import Any, TypeVar
 import numpy as np
 import ray
 
-from memorybus.bus.routing import partition_of
+from memorybus.actors.names import hub_actor_name
 from memorybus.config import Config
 from memorybus.errors import MemoryBusError, StoreUnavailable
 from memorybus.events import Event, EventFilter
 from memorybus.maintenance import Cluster, ConsolidationPolicy, DecayPolicy
 from memorybus.model import MemoryKind, MemoryNode, MemoryStatus
+from memorybus.pubsub.routing import partition_of
 from memorybus.retrieval import RecallHit
 from memorybus.retrieval.options import RecallOptions
 from memorybus.scopes import Context, Scope
@@ -38,7 +39,7 @@ class ShardActor:
     one per call): Ray re-runs a call with the same arguments after the actor died,
     and the shard answers such a re-run from the operation's record.
 
-    Every committed event is pushed, fire-and-forget, to the bus actor of its
+    Every committed event is pushed, fire-and-forget, to the hub actor of its
     org; the durable event log is the fallback when a push is lost.
     """
 
@@ -135,7 +136,7 @@ class ShardActor:
         if hub is None:
             try:
                 hub = ray.get_actor(
-                    f"{self.config.namespace}:bus-{partition}", namespace=self.config.namespace
+                    hub_actor_name(self.config, partition), namespace=self.config.namespace
                 )
             except ValueError:
                 return None

@@ -10,9 +10,9 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from memorybus import ids
-from memorybus.bus.conflicts import Judge
 from memorybus.clock import Clock, SystemClock
 from memorybus.config import BusPolicy, GraphPolicy, RankingWeights
+from memorybus.conflicts import Judge
 from memorybus.errors import InvalidMemory, InvalidRequest, MemoryNotFound, ScopeViolation
 from memorybus.events import Event
 from memorybus.graph import TemporalGraph

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from memorybus.bus.conflicts import AUTHORITY_TAG, Strategy, resolve
+from memorybus.conflicts import AUTHORITY_TAG, Strategy, resolve
 from memorybus.errors import InvalidMemory, InvalidRequest, ScopeViolation, VersionConflict
 from memorybus.events import Event, EventKind
 from memorybus.model import MemoryNode, MemoryStatus, evolve

@@ -12,9 +12,9 @@ T = TypeVar("T")
 if TYPE_CHECKING:
     import numpy as np
 
-    from memorybus.bus.conflicts import Judge
     from memorybus.clock import Clock
     from memorybus.config import BusPolicy, GraphPolicy, RankingWeights
+    from memorybus.conflicts import Judge
     from memorybus.events import Event, EventKind
     from memorybus.graph import TemporalGraph
     from memorybus.model import MemoryNode

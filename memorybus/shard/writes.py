@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from memorybus.bus.conflicts import is_contradiction
+from memorybus.conflicts import is_contradiction
 from memorybus.errors import InvalidMemory, InvalidRequest, MemoryNotFound, ScopeViolation, VersionConflict
 from memorybus.events import Event, EventKind
 from memorybus.model import MemoryKind, MemoryNode, MemoryStatus, evolve

@@ -1,6 +1,6 @@
 """Faults on demand (``--chaos``): a seeded schedule and the injector that runs it.
 
-Kinds: ``shard``, ``embedder`` and ``bus`` kill that actor (Ray restarts it);
+Kinds: ``shard``, ``embedder`` and ``hub`` kill that actor (Ray restarts it);
 ``redis`` kills the Redis server with SIGKILL and starts it again on the same
 directory (only when the run started the server); ``node`` removes a worker
 node (only with a Ray address or a test cluster). Each kind in the schedule
@@ -17,7 +17,7 @@ from typing import Any
 
 from memorybus.simulation.redis_server import RedisServer
 
-#: kills a bus actor by kind and index, returns its name
+#: kills one of the bus's actors by kind and index, returns its name
 KillActor = Callable[[str, int], str]
 #: removes a worker node, returns its id
 RemoveNode = Callable[[], str]
@@ -66,7 +66,7 @@ class Injector:
 
     def kinds(self, wanted: tuple[str, ...] | None = None) -> list[str]:
         """The kinds this run can inject (of ``wanted``; None: all of them)."""
-        out = ["shard", "embedder", "bus"]
+        out = ["shard", "embedder", "hub"]
         if self.redis is not None:
             out.append("redis")
         if self.remove_node is not None:

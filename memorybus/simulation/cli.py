@@ -32,7 +32,7 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--steps", type=int, default=None, help="steps (default: two per simulated day)")
     p.add_argument("--seed", type=int, default=0, help="seed of the world, the script and the faults")
     p.add_argument("--chaos", action="store_true",
-                   help="inject faults: kill shard, embedder and bus actors; restart Redis; remove a worker node")
+                   help="inject faults: kill shard, embedder and hub actors; restart Redis; remove a worker node")
     p.add_argument("--faults", default=None, metavar="KINDS",
                    help="with --chaos, only these faults (comma-separated: shard,embedder,bus,redis,node)")
     p.add_argument("--backend", choices=("embedded", "redis"), default="embedded",

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from memorybus.errors import InvalidRequest
 
 #: upper bounds that keep a run on one machine sane (a larger world is a cluster job)
-FAULT_KINDS = ("shard", "embedder", "bus", "redis", "node")
+FAULT_KINDS = ("shard", "embedder", "hub", "redis", "node")
 LIMITS = {"agents": 512, "users": 4096, "orgs": 64, "days": 3650, "steps": 100_000}
 
 

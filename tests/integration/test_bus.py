@@ -9,7 +9,7 @@ import ray
 
 import memorybus as mb
 from memorybus import Config, Context, Inbox, Scope
-from memorybus.bus.conflicts import Strategy, resolve
+from memorybus.conflicts import Strategy, resolve
 
 pytestmark = [pytest.mark.ray, pytest.mark.redis, pytest.mark.model, pytest.mark.timeout(300)]
 DAY = 86400.0
@@ -295,9 +295,9 @@ def _unique_in_order(got):
 
 
 def test_a_restarted_bus_actor_resumes_push_delivery_on_its_own(bus, tmp_path):
-    """Events queued when the bus actor dies are delivered after its restart with no
+    """Events queued when the hub actor dies are delivered after its restart with no
     other call arriving (issue 10, item 13). A bus of its own: no other test's listener
-    may call its bus actor."""
+    may call its hub actor."""
     quiet = mb.connect(bus.config.with_(namespace=f"{bus.config.namespace}q", data_dir=str(tmp_path),
                                         embedder_num_cpus=0.25))
     try:
@@ -315,7 +315,7 @@ def _restarted_bus_resumes(bus):
     _wait(lambda: ray.get(listener.calls_made.remote(), timeout=10) == 1)  # held at the gate
     for i in range(5):
         bus.remember(f"queued {i}", ctx, scope="org")
-    time.sleep(1.0)  # every publish has reached the bus actor
+    time.sleep(1.0)  # every publish has reached the hub actor
     _, hub = bus._hub_for(o)
     old = ray.get(hub.pid.remote(), timeout=30)
     ray.kill(hub, no_restart=False)
@@ -329,7 +329,7 @@ def _restarted_bus_resumes(bus):
 
 
 def test_replay_of_a_long_log_is_paged(bus):
-    """A subscriber starting at the beginning of a 2,500-event log: the bus actor holds at
+    """A subscriber starting at the beginning of a 2,500-event log: the hub actor holds at
     most one page (BusPolicy.replay_page) at a time, and delivers all (issue 10, item 17)."""
     o = org()
     ctx = Context(o, "u1", "reader")

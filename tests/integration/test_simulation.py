@@ -73,7 +73,7 @@ def test_chaos_with_redis_kills_actors_and_the_server_and_loses_nothing(ray_loca
     cfg = SimConfig(agents=4, users=2, orgs=1, days=6, steps=12, seed=3, chaos=True, backend="redis")
     result = simulate(cfg, None)
     faults = result["faults"]
-    assert {f["kind"] for f in faults} == {"shard", "embedder", "bus", "redis"}
+    assert {f["kind"] for f in faults} == {"shard", "embedder", "hub", "redis"}
     assert all(f["ok"] for f in faults), faults
     _assert_integrity(result)
     assert _accuracy(result, "recall") > _accuracy(result, "no_bus") + 0.2

@@ -21,7 +21,7 @@ from memorybus import (
     Scope,
     ScopeViolation,
 )
-from memorybus.bus.conflicts import Strategy, resolve
+from memorybus.conflicts import Strategy, resolve
 from memorybus.shard import Shard
 from memorybus.storage.redis import RedisStore
 from memorybus.storage.sqlite import SqliteStore

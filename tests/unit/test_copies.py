@@ -1,8 +1,8 @@
 """A broadcast copy and its original are one memory in recall and in prompt context."""
 
 from memorybus import MemoryNode, RecallHit, Scope
-from memorybus.context import ContextBuilder
 from memorybus.model import broadcast_copy_id, broadcast_origin
+from memorybus.prompt import ContextBuilder
 from memorybus.retrieval import merge_hits
 
 AGENT = Scope("acme", "u1", "planner")

@@ -19,7 +19,7 @@ from memorybus import (
     MemoryNode,
     Scope,
 )
-from memorybus.context import ContextBuilder
+from memorybus.prompt import ContextBuilder
 from memorybus.retrieval.options import RecallOptions
 from memorybus.shard import Shard
 from memorybus.storage.base import WriteBatch

@@ -83,7 +83,7 @@ def test_delivery_counts_committed_per_subscription_and_finds_the_missing_one():
 
 
 def test_fault_schedule_is_seeded_covers_every_kind_and_removes_a_node_once():
-    kinds = ["shard", "embedder", "bus", "redis", "node"]
+    kinds = ["shard", "embedder", "hub", "redis", "node"]
     a = chaos.schedule(60, kinds, 3, seed=4)
     assert a == chaos.schedule(60, kinds, 3, seed=4)
     assert a != chaos.schedule(60, kinds, 3, seed=5)
@@ -99,9 +99,9 @@ def test_injector_records_what_failed():
         raise RuntimeError(f"no {kind}")
 
     inj = chaos.Injector(kill)
-    assert inj.kinds() == ["shard", "embedder", "bus"] and inj.kinds(("bus", "node")) == ["bus"]
-    rec = inj.inject(chaos.Fault(3, "bus"), 1.5, 0.0)
-    assert rec["ok"] is False and "no bus" in rec["error"] and inj.records == [rec]
+    assert inj.kinds() == ["shard", "embedder", "hub"] and inj.kinds(("hub", "node")) == ["hub"]
+    rec = inj.inject(chaos.Fault(3, "hub"), 1.5, 0.0)
+    assert rec["ok"] is False and "no hub" in rec["error"] and inj.records == [rec]
 
 
 def test_percentile():

@@ -1,6 +1,6 @@
-"""BusActor: a thin async Ray wrapper over :class:`memorybus.bus.hub.Hub`.
+"""HubActor: a thin async Ray wrapper over :class:`memorybus.pubsub.hub.Hub`.
 
-One actor per bus partition; orgs are spread over partitions, so a hot org
+One actor per hub partition; orgs are spread over partitions, so a hot org
 does not block another. The actor reads event logs from the shards for replay
 and pushes batches to subscriber actors.
 """
@@ -15,10 +15,10 @@ import ray
 from ray import cloudpickle
 
 from memorybus.actors.runtime import pick_one
-from memorybus.bus.hub import Hub
-from memorybus.bus.routing import partition_of
 from memorybus.config import Config
 from memorybus.events import Event, EventFilter
+from memorybus.pubsub.hub import Hub
+from memorybus.pubsub.routing import partition_of
 from memorybus.scopes import Context, Level, Router, shard_name
 from memorybus.storage.kv import KeyValue, RedisKV, SqliteKV
 
@@ -30,7 +30,7 @@ def _kv(config: Config, partition: int) -> KeyValue:
     return SqliteKV(os.path.join(os.path.abspath(config.data_dir), f"bus-{partition}", "bus.sqlite"))
 
 
-class BusActor:
+class HubActor:
     def __init__(self, config: Config, partition: int) -> None:
         self.config = config
         self.partition = partition
@@ -170,4 +170,4 @@ class BusActor:
         return os.getpid()
 
 
-__all__ = ["BusActor", "Level", "partition_of"]
+__all__ = ["HubActor", "Level", "partition_of"]

@@ -11,11 +11,11 @@ from typing import TYPE_CHECKING, Any
 
 from memorybus.actors import runtime
 from memorybus.actors.runtime import Op
-from memorybus.bus.conflicts import Strategy
-from memorybus.bus.routing import partition_of
+from memorybus.conflicts import Strategy
 from memorybus.errors import InvalidMemory, InvalidRequest, ScopeViolation
 from memorybus.events import Event
 from memorybus.model import MemoryKind, MemoryNode
+from memorybus.pubsub.routing import partition_of
 from memorybus.scopes import Context, Level, Scope
 from memorybus.shard import FactResult
 from memorybus.shard.ops import new_op, tag_op
@@ -38,7 +38,7 @@ def _check_key(key: object) -> str:
     return check_text("key", key, InvalidMemory)
 
 
-class BusClientMixin:
+class FactsClientMixin:
     """Keyed facts, broadcast and subscriptions for :class:`MemoryBus`."""
 
     config: Config
@@ -66,7 +66,7 @@ class BusClientMixin:
         if self._hubs is None:
             from memorybus import actors
 
-            self._hubs = [self._actor(actors.bus_actor_name(self.config, i)) for i in range(self.config.bus.partitions)]
+            self._hubs = [self._actor(actors.hub_actor_name(self.config, i)) for i in range(self.config.bus.partitions)]
         return self._hubs[partition]
 
     def _hub_for(self, org: str) -> tuple[int, Any]:

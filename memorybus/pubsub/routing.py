@@ -1,4 +1,4 @@
-"""Which bus partition serves an org."""
+"""Which hub partition serves an org."""
 
 from __future__ import annotations
 

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from memorybus import Context, EventFilter, EventKind, Inbox, ManualClock, MemoryNode, Scope
-from memorybus.bus.hub import Hub
+from memorybus.pubsub.hub import Hub
 from memorybus.shard import Shard
 from memorybus.storage.kv import SqliteKV
 from memorybus.storage.sqlite import SqliteStore

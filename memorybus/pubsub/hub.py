@@ -1,4 +1,4 @@
-"""Subscriptions and event fan-out: the logic of one bus partition (no Ray here).
+"""Subscriptions and event fan-out: the logic of one hub partition (no Ray here).
 
 Shards publish every committed event to the hub of its org. The hub keeps, per
 subscription, the last sequence number it has accounted for in every scope the
@@ -40,7 +40,8 @@ from typing import Any
 
 import msgpack
 
-from memorybus.bus.records import (
+from memorybus.events import Event, EventFilter, deliverable
+from memorybus.pubsub.records import (
     check_name,
     decode_context,
     decode_filter,
@@ -48,7 +49,6 @@ from memorybus.bus.records import (
     encode_filter,
     subscription_id,
 )
-from memorybus.events import Event, EventFilter, deliverable
 from memorybus.scopes import Context
 from memorybus.storage.kv import KeyValue
 

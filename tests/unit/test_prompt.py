@@ -5,7 +5,7 @@ from datetime import UTC, datetime
 import pytest
 
 from memorybus import InvalidRequest, MemoryNode, Scope
-from memorybus.context import CORE_HEADER, RECALLED_HEADER, build_context
+from memorybus.prompt import CORE_HEADER, RECALLED_HEADER, build_context
 from memorybus.retrieval import RecallHit
 
 pytestmark = pytest.mark.model

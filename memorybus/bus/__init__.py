@@ -1,1 +1,0 @@
-"""The bus: broadcast, subscriptions, conflict resolution (core logic; no Ray imports)."""
