@@ -18,9 +18,10 @@ from memorybus.actors.runtime import pick_one
 from memorybus.config import Config
 from memorybus.events import Event, EventFilter
 from memorybus.pubsub.hub import Hub
+from memorybus.pubsub.ports import KeyValue
 from memorybus.pubsub.routing import partition_of
 from memorybus.scopes import Context, Level, Router, shard_name
-from memorybus.storage.kv import KeyValue, RedisKV, SqliteKV
+from memorybus.storage.kv import RedisKV, SqliteKV
 
 
 def _kv(config: Config, partition: int) -> KeyValue:

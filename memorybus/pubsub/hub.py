@@ -10,7 +10,7 @@ order per scope, and a slow subscriber never blocks a writer (its queue is
 bounded; past the bound it catches up from the log).
 
 Acknowledged cursors (the events a subscriber has processed) are durable in a
-:class:`~memorybus.storage.kv.KeyValue`, so a subscriber that restarts resumes
+:class:`~memorybus.pubsub.ports.KeyValue`, so a subscriber that restarts resumes
 where it left off and a restarted hub restores its subscriptions. Cursor writes
 are coalesced: every ``cursor_flush_seconds`` one write stores the cursors of
 all subscriptions that moved (one durable write per event per subscriber would
@@ -34,14 +34,15 @@ import asyncio
 import contextlib
 import logging
 from collections import Counter, deque
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from collections.abc import Callable
 from typing import Any
 
 import msgpack
 
 from memorybus.events import Event, EventFilter, deliverable
+from memorybus.pubsub.ports import Deliver, KeyValue, LastSeqs, ReadEvents
 from memorybus.pubsub.records import (
+    Subscription,
     check_name,
     decode_context,
     decode_filter,
@@ -50,42 +51,8 @@ from memorybus.pubsub.records import (
     subscription_id,
 )
 from memorybus.scopes import Context
-from memorybus.storage.kv import KeyValue
 
 log = logging.getLogger(__name__)
-
-#: reads one page of events after cursors from every shard:
-#: (context, cursors, filter, limit) -> (events, cursors, more may follow)
-ReadEvents = Callable[
-    [Context, dict[str, int], EventFilter, int], Awaitable[tuple[list[Event], dict[str, int], bool]]
-]
-#: reads the latest sequence of every scope a context may see
-LastSeqs = Callable[[Context], Awaitable[dict[str, int]]]
-#: delivers a batch to a push subscriber; returns when the subscriber has processed it
-Deliver = Callable[[Any, str, list[Event]], Awaitable[Any]]
-
-
-@dataclass
-class Subscription:
-    id: str
-    context: Context
-    filter: EventFilter
-    target: Any | None  # an actor handle (push) or None (pull)
-    method: str
-    acked: dict[str, int]  # durable: processed by the subscriber
-    pending: dict[str, int] = field(default_factory=dict)  # accounted for (queued or skipped)
-    queue: deque[Event] = field(default_factory=deque)
-    needs_replay: bool = True
-    more: bool = False  # a paged replay has more to read once the queue is delivered
-    errors: int = 0  # failed deliveries (push)
-    last_error: str = ""
-    wake: asyncio.Event = field(default_factory=asyncio.Event)
-    task: asyncio.Task[None] | None = None
-    delivered: int = 0
-    replays: int = 0
-    closed: bool = False
-    name: str = ""
-
 
 class Hub:
     """One partition of the bus: subscriptions of the orgs routed to it."""

@@ -7,15 +7,43 @@ another's subscription, whatever name it uses.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
+from collections import deque
+from dataclasses import dataclass, field
 from typing import Any
 
 from memorybus.errors import InvalidRequest
-from memorybus.events import EventFilter
+from memorybus.events import Event, EventFilter
 from memorybus.scopes import Context, Scope
 from memorybus.validation import is_text
 
 MAX_NAME_CHARS = 256
+
+
+@dataclass
+class Subscription:
+    """One subscription's live state in its hub: its durable part (owner, filter, target,
+    acknowledged cursors) and what the hub tracks while it runs."""
+
+    id: str
+    context: Context
+    filter: EventFilter
+    target: Any | None  # an actor handle (push) or None (pull)
+    method: str
+    acked: dict[str, int]  # durable: processed by the subscriber
+    pending: dict[str, int] = field(default_factory=dict)  # accounted for (queued or skipped)
+    queue: deque[Event] = field(default_factory=deque)
+    needs_replay: bool = True
+    more: bool = False  # a paged replay has more to read once the queue is delivered
+    errors: int = 0  # failed deliveries (push)
+    last_error: str = ""
+    wake: asyncio.Event = field(default_factory=asyncio.Event)
+    task: asyncio.Task[None] | None = None
+    delivered: int = 0
+    replays: int = 0
+    closed: bool = False
+    name: str = ""
 
 
 def check_name(name: object) -> str:

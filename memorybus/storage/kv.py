@@ -1,6 +1,8 @@
-"""A small durable key-value store for the bus's own state (subscriptions, cursors).
+"""A small durable key-value store for the pub/sub hub's state (subscriptions, cursors).
 
-SqliteKV (embedded) and RedisKV (shared) behave alike; values are bytes.
+SqliteKV (embedded) and RedisKV (shared) behave alike; values are bytes. Both
+satisfy :class:`memorybus.pubsub.ports.KeyValue`, the protocol the hub defines.
+Redis is imported only when a RedisKV is opened, so embedded use needs no redis.
 """
 
 from __future__ import annotations
@@ -9,30 +11,9 @@ import contextlib
 import os
 import sqlite3
 import threading
-from typing import Any, Protocol
-
-import redis
-import redis.exceptions as rexc
+from typing import Any
 
 from memorybus.errors import StoreUnavailable
-
-
-class KeyValue(Protocol):
-    def get(self, key: str) -> bytes | None: ...
-
-    def put(self, key: str, value: bytes) -> None:
-        """Durable when it returns."""
-        ...
-
-    def put_many(self, items: dict[str, bytes]) -> None:
-        """All of ``items`` in one durable write (all or none)."""
-        ...
-
-    def delete(self, key: str) -> None: ...
-
-    def scan(self, prefix: str) -> list[tuple[str, bytes]]: ...
-
-    def close(self) -> None: ...
 
 
 class SqliteKV:
@@ -58,9 +39,6 @@ class SqliteKV:
     def get(self, key: str) -> bytes | None:
         rows = self._run("SELECT v FROM kv WHERE k=?", (key,))
         return bytes(rows[0][0]) if rows else None
-
-    def put(self, key: str, value: bytes) -> None:
-        self.put_many({key: value})
 
     def put_many(self, items: dict[str, bytes]) -> None:
         if not items:
@@ -95,29 +73,28 @@ class SqliteKV:
 
 
 class RedisKV:
+    """The state in one Redis hash named ``prefix`` (one HSET per write: atomic)."""
+
     def __init__(self, url: str, prefix: str) -> None:
+        import redis  # here, not at import: embedded use needs no redis
+
         self.prefix = prefix
+        self._errors: type[Exception] = redis.exceptions.RedisError
         try:
             self._r = redis.Redis.from_url(url, socket_timeout=5.0, socket_connect_timeout=5.0)
             self._r.ping()
-        except rexc.RedisError as exc:
+        except self._errors as exc:
             raise StoreUnavailable("redis", f"{url}: {exc}") from None
-
-    def _key(self, key: str) -> str:
-        return f"{self.prefix}:{key}"
 
     def _do(self, fn: Any, *args: Any) -> Any:
         try:
             return fn(*args)
-        except rexc.RedisError as exc:
+        except self._errors as exc:
             raise StoreUnavailable("redis", str(exc)) from None
 
     def get(self, key: str) -> bytes | None:
         value = self._do(self._r.hget, self.prefix, key)
         return bytes(value) if value is not None else None
-
-    def put(self, key: str, value: bytes) -> None:
-        self._do(self._r.hset, self.prefix, key, value)
 
     def put_many(self, items: dict[str, bytes]) -> None:
         if items:

@@ -1,0 +1,45 @@
+"""What the hub needs from the rest of the system, as types it defines (no Ray, no storage).
+
+The hub is handed its durable key-value store and three callables; the actor
+that wraps it (:mod:`memorybus.actors.hub`) supplies them: a store from
+:mod:`memorybus.storage.kv`, shard reads over Ray, and delivery to subscriber
+actors. So the pub/sub logic depends on nothing below it, and the unit tests
+drive it with plain functions.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any, Protocol
+
+from memorybus.events import Event, EventFilter
+from memorybus.scopes import Context
+
+
+class KeyValue(Protocol):
+    """The hub's durable state (subscription records, acknowledged cursors); values are bytes."""
+
+    def get(self, key: str) -> bytes | None: ...
+
+    def put_many(self, items: dict[str, bytes]) -> None:
+        """All of ``items`` in one durable write (all or none)."""
+        ...
+
+    def delete(self, key: str) -> None: ...
+
+    def scan(self, prefix: str) -> list[tuple[str, bytes]]:
+        """Every ``(key, value)`` whose key starts with ``prefix``, in key order."""
+        ...
+
+    def close(self) -> None: ...
+
+
+#: reads one page of events after cursors from every shard:
+#: (context, cursors, filter, limit) -> (events, cursors, more may follow)
+ReadEvents = Callable[
+    [Context, dict[str, int], EventFilter, int], Awaitable[tuple[list[Event], dict[str, int], bool]]
+]
+#: reads the latest sequence of every scope a context may see
+LastSeqs = Callable[[Context], Awaitable[dict[str, int]]]
+#: delivers a batch to a push subscriber; returns when the subscriber has processed it
+Deliver = Callable[[Any, str, list[Event]], Awaitable[Any]]
