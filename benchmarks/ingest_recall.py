@@ -242,7 +242,7 @@ def measure_bus(
 
     import memorybus
     from memorybus import actors
-    from memorybus.scopes import Context
+    from memorybus.scopes import Context, Router
 
     cfg = bus_config(args, data_dir)
     log(
@@ -281,7 +281,7 @@ def measure_bus(
             raise RuntimeError(f"bus holds {count} memories after ingesting {n}")
 
         shard_of_user = {
-            u: bus.router.shard_for(Context(org="bench", user=u).scope.key) for u in sorted(per_user)
+            u: Router(bus.config.num_shards).shard_for(Context(org="bench", user=u).scope.key) for u in sorted(per_user)
         }
 
         # ---- recall

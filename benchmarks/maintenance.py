@@ -73,7 +73,9 @@ def main() -> int:
     import ray
 
     import memorybus as mb
+    from memorybus import actors
     from memorybus.model import MemoryNode
+    from memorybus.scopes import Router
 
     data = args.data_dir or tempfile.mkdtemp(prefix="mbmaint-")
     result: dict[str, object] = {"nodes": args.nodes, "shards": args.shards}
@@ -84,7 +86,7 @@ def main() -> int:
     try:
         rng = np.random.default_rng(0)
         now = time.time()
-        shards = bus._shard_handles()
+        shards = actors.shard_handles(bus.config)
         per = args.nodes // args.shards
         t = time.perf_counter()
         chunk = 5000
@@ -93,7 +95,7 @@ def main() -> int:
         for s_idx, shard in enumerate(shards):
             # find a user whose scope this shard owns
             user = next(f"user{s_idx}-{k}" for k in range(10_000)
-                        if bus.router.shard_for(mb.Scope(org, f"user{s_idx}-{k}").key) == s_idx)
+                        if Router(bus.config.num_shards).shard_for(mb.Scope(org, f"user{s_idx}-{k}").key) == s_idx)
             ctx = mb.Context(org, user)
             for start in range(0, per, chunk):
                 n = min(chunk, per - start)

@@ -24,9 +24,9 @@ _EXPORTS = {
     "Strategy": "memorybus.conflicts",
     "MemoryBus": "memorybus.client",
     "connect": "memorybus.client",
-    "Inbox": "memorybus.client_subs",
-    "Subscription": "memorybus.client_subs",
-    "MemoryPage": "memorybus.client_list",
+    "Inbox": "memorybus.client.subscriptions",
+    "Subscription": "memorybus.client.subscriptions",
+    "MemoryPage": "memorybus.client.listing",
     "Clock": "memorybus.clock",
     "ManualClock": "memorybus.clock",
     "SystemClock": "memorybus.clock",
@@ -128,8 +128,8 @@ def __dir__() -> list[str]:
 
 if TYPE_CHECKING:
     from memorybus.client import MemoryBus, connect
-    from memorybus.client_list import MemoryPage
-    from memorybus.client_subs import Inbox, Subscription
+    from memorybus.client.listing import MemoryPage
+    from memorybus.client.subscriptions import Inbox, Subscription
     from memorybus.clock import Clock, ManualClock, SystemClock
     from memorybus.config import BusPolicy, Config, RankingWeights
     from memorybus.conflicts import Strategy

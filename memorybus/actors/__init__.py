@@ -116,6 +116,28 @@ def lookup(name: str, namespace: str) -> Any:
     return ray.get_actor(name, namespace=namespace)
 
 
+_NAMES: dict[str, Callable[[Config, int], str]] = {
+    "shard": shard_actor_name,
+    "embedder": embedder_actor_name,
+    "hub": hub_actor_name,
+}
+
+
+def handle(config: Config, kind: str, index: int = 0) -> Any:
+    """The running actor of ``config``'s bus: a ``"shard"``, ``"embedder"`` or ``"hub"``
+    (``index``: shard, replica or partition), or the ``"decay"`` or ``"consolidation"``
+    actor. For tools, tests and benchmarks that talk to one actor directly; raises
+    ValueError when it is not running."""
+    if kind in ("decay", "consolidation"):
+        return lookup(maintenance_name(config, kind), config.namespace)
+    return lookup(_NAMES[kind](config, index), config.namespace)
+
+
+def shard_handles(config: Config) -> list[Any]:
+    """Every shard actor of ``config``'s bus, in shard order (see :func:`handle`)."""
+    return [handle(config, "shard", i) for i in range(config.num_shards)]
+
+
 __all__ = [
     "ConsolidationActor",
     "DecayActor",
@@ -133,4 +155,5 @@ __all__ = [
     "maintenance_name",
     "replace_dead",
     "shard_actor_name",
+    "shard_handles",
 ]

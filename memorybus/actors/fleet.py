@@ -90,8 +90,7 @@ def kill_bus_actor(config: Config, kind: str, index: int = 0) -> str:
     """Kill one of the bus's actors (``shard``, ``embedder`` or ``hub``); Ray restarts it."""
     name = {"shard": shard_actor_name, "embedder": embedder_actor_name, "hub": hub_actor_name}[kind](config, index)
     try:
-        handle = ray.get_actor(name, namespace=config.namespace)
-        ray.kill(handle, no_restart=False)
+        ray.kill(ray.get_actor(name, namespace=config.namespace), no_restart=False)
     except Exception as exc:
         raise StoreUnavailable("ray", f"could not kill {name}: {exc}") from None
     return name

@@ -1,8 +1,9 @@
 """Driving client operations over Ray: one code path for sync and async.
 
 A client operation is a generator that yields what it waits for — a list of
-ObjectRefs (all must succeed) or :class:`Settled` (each result or its error) —
-and receives the results. :func:`run_sync` drives it with ``ray.get``,
+ObjectRefs (all must succeed), :class:`Within` (all must succeed within a
+time of their own) or :class:`Settled` (each result or its error) — and
+receives the results. :func:`run_sync` drives it with ``ray.get``,
 :func:`run_async` with ``await``. Errors raised inside actors come back as the
 original :class:`~memorybus.errors.MemoryBusError`, not Ray's wrapper.
 """
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import logging
 import os
 import time
@@ -29,12 +31,29 @@ log = logging.getLogger("memorybus")
 T = TypeVar("T")
 Op = Generator[Any, Any, T]
 
+_BLOCKING: contextvars.ContextVar[bool] = contextvars.ContextVar("memorybus_blocking", default=False)
+
+
+def blocking() -> bool:
+    """Whether the operation running now is driven by :func:`run_sync` (its caller's
+    thread waits for it) rather than :func:`run_async`."""
+    return _BLOCKING.get()
+
 
 @dataclass(slots=True)
 class Settled:
     """Wait for every ref; deliver each result or the exception it raised."""
 
     refs: list[Any]
+
+
+@dataclass(slots=True)
+class Within:
+    """Wait for every ref (all must succeed), at most ``seconds`` for this wait (and
+    never past the operation's own deadline); past it, OperationTimeout(seconds)."""
+
+    refs: list[Any]
+    seconds: float
 
 
 def unwrap(exc: BaseException) -> BaseException:
@@ -78,6 +97,13 @@ class _Deadline:
     def error(self) -> OperationTimeout:
         return OperationTimeout(self.timeout)
 
+    def narrowed(self, wanted: Any) -> _Deadline:
+        """The deadline of one wait: the operation's, or a :class:`Within`'s when sooner."""
+        if not isinstance(wanted, Within):
+            return self
+        left = self.left()
+        return self if left is not None and left <= wanted.seconds else _Deadline(wanted.seconds)
+
 
 def _get_settled(refs: list[Any], deadline: _Deadline) -> list[Any]:
     out: list[Any] = []
@@ -96,16 +122,18 @@ def run_sync(op: Op[T], timeout: float | None = None) -> T:
     limit; past it, OperationTimeout). A failed wait is thrown into the operation (as a
     memorybus error), so it may add what it knows (its operation id) or recover."""
     deadline = _Deadline(timeout)
+    token = _BLOCKING.set(True)
     try:
         wanted = op.send(None)
         while True:
+            wait = deadline.narrowed(wanted)
             try:
                 if isinstance(wanted, Settled):
                     result: Any = _get_settled(wanted.refs, deadline)
                 else:
-                    result = ray.get(wanted, timeout=deadline.left())
+                    result = ray.get(wanted.refs if isinstance(wanted, Within) else wanted, timeout=wait.left())
             except rex.GetTimeoutError:
-                wanted = op.throw(deadline.error())
+                wanted = op.throw(wait.error())
                 continue
             except Exception as exc:
                 wanted = op.throw(unwrap(exc))
@@ -113,6 +141,8 @@ def run_sync(op: Op[T], timeout: float | None = None) -> T:
             wanted = op.send(result)
     except StopIteration as stop:
         return stop.value
+    finally:
+        _BLOCKING.reset(token)
 
 
 async def _await_one(ref: Any) -> Any:
@@ -122,9 +152,11 @@ async def _await_one(ref: Any) -> Any:
 async def run_async(op: Op[T], timeout: float | None = None) -> T:
     """:func:`run_sync` with ``await``."""
     deadline = _Deadline(timeout)
+    token = _BLOCKING.set(False)
     try:
         wanted = op.send(None)
         while True:
+            wait = deadline.narrowed(wanted)
             try:
                 if isinstance(wanted, Settled):
                     raw = await asyncio.wait_for(
@@ -132,9 +164,10 @@ async def run_async(op: Op[T], timeout: float | None = None) -> T:
                     )
                     result: Any = [unwrap(r) if isinstance(r, BaseException) else r for r in raw]
                 else:
-                    result = await asyncio.wait_for(asyncio.gather(*map(_await_one, wanted)), deadline.left())
+                    refs = wanted.refs if isinstance(wanted, Within) else wanted
+                    result = await asyncio.wait_for(asyncio.gather(*map(_await_one, refs)), wait.left())
             except TimeoutError:
-                wanted = op.throw(deadline.error())
+                wanted = op.throw(wait.error())
                 continue
             except Exception as exc:
                 wanted = op.throw(unwrap(exc))
@@ -142,6 +175,8 @@ async def run_async(op: Op[T], timeout: float | None = None) -> T:
             wanted = op.send(result)
     except StopIteration as stop:
         return stop.value
+    finally:
+        _BLOCKING.reset(token)
 
 
 def _field(text: str, name: str) -> str:

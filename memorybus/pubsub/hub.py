@@ -16,7 +16,7 @@ are coalesced: every ``cursor_flush_seconds`` one write stores the cursors of
 all subscriptions that moved (one durable write per event per subscriber would
 cost a hundred fsyncs per broadcast to a hundred subscribers). If the hub dies
 in between, the last few acknowledged events are delivered again after the
-restart: delivery is at least once, and :class:`~memorybus.client_subs.Inbox`
+restart: delivery is at least once, and :class:`~memorybus.client.subscriptions.Inbox`
 drops what the subscriber already processed.
 
 Ownership: a subscription belongs to the context that created it (its scope:

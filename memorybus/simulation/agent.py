@@ -20,7 +20,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 
 from memorybus.client import MemoryBus
-from memorybus.client_subs import Inbox
+from memorybus.client.subscriptions import Inbox
 from memorybus.errors import InvalidMemory, InvalidRequest, ScopeViolation
 from memorybus.events import Event, EventFilter
 from memorybus.retrieval import RecallHit

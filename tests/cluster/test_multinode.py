@@ -53,7 +53,7 @@ def test_agents_on_many_nodes_share_memory_and_survive_node_loss(cluster, redis_
     import ray
 
     import memorybus as mb
-    from memorybus import Config, Context
+    from memorybus import Config, Context, actors
 
     c, workers = cluster
     cfg = Config.redis(
@@ -90,7 +90,7 @@ def test_agents_on_many_nodes_share_memory_and_survive_node_loss(cluster, redis_
         ids = [i for _, group in results for i in group]
         assert len(set(ids)) == 40
 
-        shards = bus._shard_handles()
+        shards = actors.shard_handles(bus.config)
         shard_nodes = [ray.get(s.node_id.remote(), timeout=30) for s in shards]
         assert set(shard_nodes) <= {w.node_id for w in workers}  # placed by shard_resources
         victim_node = next(w for w in workers if w.node_id in shard_nodes)

@@ -8,8 +8,10 @@ import pytest
 import ray
 
 import memorybus as mb
-from memorybus import Config, Context, Inbox, Scope
+from memorybus import Config, Context, Inbox, Scope, actors
 from memorybus.conflicts import Strategy, resolve
+from memorybus.pubsub.routing import partition_of
+from memorybus.scopes import Router
 
 pytestmark = [pytest.mark.ray, pytest.mark.redis, pytest.mark.model, pytest.mark.timeout(300)]
 DAY = 86400.0
@@ -316,7 +318,7 @@ def _restarted_bus_resumes(bus):
     for i in range(5):
         bus.remember(f"queued {i}", ctx, scope="org")
     time.sleep(1.0)  # every publish has reached the hub actor
-    _, hub = bus._hub_for(o)
+    hub = actors.handle(bus.config, "hub", partition_of(o, bus.config.bus.partitions))
     old = ray.get(hub.pid.remote(), timeout=30)
     ray.kill(hub, no_restart=False)
     _wait(lambda: ray.get(hub.pid.remote(), timeout=10) != old, 120)  # pid() does not restore
@@ -350,7 +352,8 @@ def test_replay_of_a_long_log_is_paged(bus):
 def _other_shard_context(bus, o, avoid):
     """A context of org ``o`` whose own scope routes to another shard than ``avoid``."""
     return next(Context(o, f"u{i}") for i in range(1000)
-                if bus.router.shard_for(Scope(o, f"u{i}").key) != bus.router.shard_for(avoid.key))
+                if Router(bus.config.num_shards).shard_for(Scope(o, f"u{i}").key)
+                != Router(bus.config.num_shards).shard_for(avoid.key))
 
 
 def test_ids_are_unique_across_shards_and_by_id_calls_touch_one_memory(bus):

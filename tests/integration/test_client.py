@@ -8,7 +8,8 @@ import pytest
 import ray
 
 import memorybus as mb
-from memorybus import Config, Context, Scope
+from memorybus import Config, Context, Scope, actors
+from memorybus.scopes import Router
 
 pytestmark = [pytest.mark.ray, pytest.mark.model, pytest.mark.timeout(300)]
 
@@ -84,9 +85,8 @@ def test_user_isolation_across_shards(bus):
     bus.remember("u1 knows the bank is open on Monday", u1, scope="user")
     bus.remember("org policy: never share a bank pin", u1, scope="org")
     secret_ids = {n.id for n in secrets}
-    routed = {bus.router.shard_for(n.scope.key) for n in secrets} | {
-        bus.router.shard_for(s.key) for s in u1.visible_scopes()
-    }
+    router = Router(bus.config.num_shards)
+    routed = {router.shard_for(n.scope.key) for n in secrets} | {router.shard_for(s.key) for s in u1.visible_scopes()}
     assert len(routed) >= 2  # the data really spans shards
     for q in ["bank pin", "secret number", "session note", "what is u2's pin?"]:
         hits = bus.recall(q, u1, k=50, include_archived=True, include_deprecated=True)
@@ -111,7 +111,7 @@ def test_shard_enforces_visibility_even_if_the_client_is_bypassed(bus):
     n = bus.remember("u1 private diary entry", owner)
     intruder = Context(o, "u2")
     vec = bus.embed(["u1 private diary entry"])
-    shard = bus._shard_handles()[bus.router.shard_for(n.scope.key)]
+    shard = actors.handle(bus.config, "shard", Router(bus.config.num_shards).shard_for(n.scope.key))
     hits = ray.get(shard.search.remote(intruder, vec[0], 50))
     assert n.id not in {h.node.id for h in hits}
     with pytest.raises(ray.exceptions.RayTaskError) as exc:
@@ -288,7 +288,7 @@ def test_queries_are_embedded_where_the_config_says(bus, tmp_path, capfd):
     assert bus.config.query_encoder == "auto"
 
     def encoded():
-        return ray.get(bus._embedder().stats.remote(), timeout=30)["encoded"]
+        return ray.get(actors.handle(bus.config, "embedder").stats.remote(), timeout=30)["encoded"]
 
     def top(b, q):
         return [(h.node.id, h.score) for h in b.recall(q, ctx, k=3)]

@@ -7,7 +7,8 @@ import pytest
 import ray
 
 import memorybus as mb
-from memorybus import Config, Context
+from memorybus import Config, Context, actors
+from memorybus.scopes import Router
 
 pytestmark = [pytest.mark.ray, pytest.mark.redis, pytest.mark.model, pytest.mark.timeout(300)]
 
@@ -52,8 +53,8 @@ def test_killed_shard_recovers_every_acknowledged_write(ray_local, tmp_path, red
             ],
             ctx,
         )
-        shards = bus._shard_handles()
-        used = {bus.router.shard_for(n.scope.key) for n in acked}
+        shards = actors.shard_handles(bus.config)
+        used = {Router(bus.config.num_shards).shard_for(n.scope.key) for n in acked}
         assert len(used) == 2, "both shards must hold data for this test to mean something"
         for i in sorted(used):
             old = ray.get(shards[i].pid.remote(), timeout=30)
@@ -73,7 +74,7 @@ def test_write_in_flight_during_kill_is_applied_exactly_once(ray_local, tmp_path
     try:
         ctx = Context("acme", "u1")
         items = [f"batch item {i} about the quarterly plan" for i in range(300)]
-        shard = bus._shard_handles()[0]
+        shard = actors.shard_handles(bus.config)[0]
         old = ray.get(shard.pid.remote(), timeout=30)
         ref_bus = bus  # the call below retries on the restarted actor (max_task_retries=-1)
 

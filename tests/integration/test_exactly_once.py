@@ -15,7 +15,7 @@ import pytest
 import ray
 
 import memorybus as mb
-from memorybus import Config, Context, ManualClock, MemoryKind, MemoryNode, Scope, VersionConflict
+from memorybus import Config, Context, ManualClock, MemoryKind, MemoryNode, Scope, VersionConflict, actors
 from memorybus.shard import Shard
 from memorybus.storage.redis import RedisStore
 from memorybus.storage.sqlite import SqliteStore
@@ -136,7 +136,7 @@ def test_shard_killed_right_after_commit_reexecutes_without_reinforcing(ray_loca
         bus.remember("warm up the embedder", ctx)
         n = 400
         items = [{"key": f"k{i}", "content": f"setting {i} is set to value {i * 3}"} for i in range(n)]
-        shard = bus._shard_handles()[0]
+        shard = actors.shard_handles(bus.config)[0]
 
         @ray.remote(num_cpus=0)
         def writer(b):

@@ -13,6 +13,7 @@ import ray
 import memorybus as mb
 from memorybus import Config, Context
 from memorybus import embedding as embedding_module
+from memorybus.client import life
 
 pytestmark = [pytest.mark.ray, pytest.mark.model, pytest.mark.timeout(300)]
 
@@ -96,11 +97,10 @@ def test_an_actor_ray_cannot_place_is_named_instead_of_a_silent_wait(ray_local, 
 
     caplog.set_level(logging.INFO, logger="memorybus")
     cfg = Config.embedded(data / "p", num_shards=1, namespace="life_place", shard_resources={"no_such_node": 0.01})
-    bus = mb.MemoryBus(cfg)
     shard = actors.create_shard(cfg, 0)
     try:
         with pytest.raises(mb.StoreUnavailable, match=r"actors not ready after 2s: shard-0; .*shard_resources"):
-            bus._wait_placed([shard.identity.remote()], ["shard-0"], time.monotonic(), limit=2)
+            life.wait_placed([shard.identity.remote()], ["shard-0"], time.monotonic(), limit=2)
     finally:
         ray.kill(shard)
     assert any("still waiting for shard-0" in r.getMessage() for r in caplog.records)

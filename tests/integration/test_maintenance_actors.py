@@ -7,7 +7,8 @@ import pytest
 import ray
 
 import memorybus as mb
-from memorybus import Config, Context, MemoryKind, MemoryStatus
+from memorybus import Config, Context, MemoryKind, MemoryStatus, actors
+from memorybus.scopes import Router
 from tests.unit.test_maintenance import PARAPHRASES
 
 pytestmark = [pytest.mark.ray, pytest.mark.model, pytest.mark.timeout(300)]
@@ -30,7 +31,7 @@ def test_decay_actor_sweeps_every_shard(bus):
            for i, c in enumerate(ctxs)]
     keep = [bus.remember(f"user {i} is allergic to penicillin", c, importance=9, created_at=then)
             for i, c in enumerate(ctxs)]
-    assert len({bus.router.shard_for(n.scope.key) for n in low}) == 2
+    assert len({Router(bus.config.num_shards).shard_for(n.scope.key) for n in low}) == 2
     status = bus.run_decay(Context(o))
     assert status["last_counts"]["archived"] >= 12 and status["runs"] == 1 and not status["errors"]
     for c, n, k in zip(ctxs, low, keep, strict=True):
@@ -45,7 +46,7 @@ def test_consolidation_actor_killed_mid_run_then_rerun_yields_one(bus):
     o = f"org{uuid.uuid4().hex[:6]}"
     ctx = Context(o, "u1", "ops")
     bus.remember_many(PARAPHRASES, ctx)
-    actor = bus._maintenance_actor("consolidation")
+    actor = actors.create_maintenance(bus.config, "consolidation")  # or the running one
     pending = actor.run_once.remote(None, pause_before_apply=30.0)
     time.sleep(8.0)  # planned and embedded, waiting to apply
     ray.kill(actor, no_restart=False)
@@ -122,7 +123,7 @@ def test_maintenance_is_scoped_to_what_the_caller_manages(bus):
         with pytest.raises(mb.InvalidRequest):
             bus.run_decay(Context(a), now=bad)
     with pytest.raises(mb.InvalidRequest):  # the actor refuses it too, whoever calls it
-        ray.get(bus._maintenance_actor("decay").run_once.remote(time.time() + 10 * 365 * DAY, Context(a)))
+        ray.get(actors.handle(bus.config, "decay").run_once.remote(time.time() + 10 * 365 * DAY, Context(a)))
     with pytest.raises(mb.InvalidRequest):
         bus.run_decay("not a context")
     assert state(a, a_stale, a_temp) == fresh and state(b, b_stale, b_temp) == fresh

@@ -9,6 +9,7 @@ import pytest
 import memorybus as mb
 from memorybus import Config, Context
 from memorybus.retrieval import RecallOptions
+from memorybus.scopes import Router
 
 pytestmark = [pytest.mark.ray, pytest.mark.model, pytest.mark.timeout(300)]
 
@@ -139,7 +140,7 @@ def test_access_statistics_reach_the_store_without_another_recall(bus):
 
     ctx = Context(f"org{uuid.uuid4().hex[:8]}", "u1", "planner")
     node = bus.remember("The quarterly report is due on Friday", ctx)
-    path = bus.config.shard_dir(shard_name(bus.router.shard_for(node.scope.key))) + "/records.sqlite"
+    path = bus.config.shard_dir(shard_name(Router(bus.config.num_shards).shard_for(node.scope.key))) + "/records.sqlite"
 
     def stored_count() -> int:
         with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as db:

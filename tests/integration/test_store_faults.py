@@ -10,7 +10,8 @@ import pytest
 import redis
 
 import memorybus as mb
-from memorybus import Config, Context
+from memorybus import Config, Context, actors
+from memorybus.scopes import Router
 
 pytestmark = [pytest.mark.ray, pytest.mark.redis, pytest.mark.model, pytest.mark.timeout(300)]
 #: two buses (the module's and a test's own) fit in the 2 CPUs of the local Ray
@@ -65,7 +66,7 @@ def split_context(bus):
     """A context whose user scope and org scope live on different shards."""
     for _ in range(100):
         ctx = Context(f"org{uuid.uuid4().hex[:8]}", "u1")
-        user, org = (bus.router.shard_for(ctx.resolve_scope(s).key) for s in ("user", "org"))
+        user, org = (Router(bus.config.num_shards).shard_for(ctx.resolve_scope(s).key) for s in ("user", "org"))
         if user != org:
             return ctx, user, org
     raise AssertionError("no split found")
@@ -138,7 +139,7 @@ def test_shard_restarted_while_redis_is_down_serves_again_once_it_is_back(ray_lo
         ctx = Context("acme", "u1")
         bus.remember_many([f"fact {i}: the blue door is on floor {i}" for i in range(3)], ctx)
         private_redis.kill(signal.SIGKILL)
-        _restart(bus._shard_handles()[0])  # its restart finds no store: it must not die of it
+        _restart(actors.shard_handles(bus.config)[0])  # its restart finds no store: it must not die of it
         with pytest.raises(mb.StoreUnavailable):
             bus.count()
         private_redis.start()
@@ -167,7 +168,7 @@ def test_corrupt_vector_index_is_rebuilt_from_the_store(sqlite_bus):
     assert files
     for p in files:  # garbage over every file of the derived index
         p.write_bytes(b"\x00garbage\xff" * 7)
-    _restart(bus._shard_handles()[user_shard])
+    _restart(actors.shard_handles(bus.config)[user_shard])
     hits = bus.recall("which locker does the green key open?", ctx, k=4)
     assert {h.node.id for h in hits} == {n.id for n in stored}
 
@@ -176,8 +177,6 @@ def test_connect_replaces_a_shard_actor_that_died_in_its_constructor(ray_local, 
     """A named actor whose constructor raised stays dead and keeps its name; connect must
     not hand it back."""
     import ray
-
-    from memorybus import actors
 
     cfg = Config.embedded(tmp_path / "data", num_shards=1, namespace=f"dead_{uuid.uuid4().hex[:6]}", **SMALL)
 

@@ -8,6 +8,7 @@ import pytest
 
 import memorybus as mb
 from memorybus import Config, Context
+from memorybus.scopes import Router
 
 pytestmark = [pytest.mark.ray, pytest.mark.redis, pytest.mark.model, pytest.mark.timeout(300)]
 SMALL = {"embedder_num_cpus": 0.5}
@@ -25,7 +26,7 @@ def fill(bus):
     """40 memories over two scopes on different shards, and a fact asserted twice."""
     for _ in range(100):
         ctx = Context(f"org{uuid.uuid4().hex[:8]}", "u1")
-        if bus.router.shard_for(ctx.resolve_scope("user").key) != bus.router.shard_for(ctx.resolve_scope("org").key):
+        if Router(bus.config.num_shards).shard_for(ctx.resolve_scope("user").key) != Router(bus.config.num_shards).shard_for(ctx.resolve_scope("org").key):
             break
     stored = bus.remember_many([f"user note {i}: the red file is in drawer {i}" for i in range(20)], ctx)
     stored += bus.remember_many([{"content": f"org rule {i}: room {i} closes at {i + 1} pm", "scope": "org"}

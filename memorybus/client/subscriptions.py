@@ -1,11 +1,12 @@
 """The subscription half of the client: subscribe, listen, acknowledge.
 
-Mixed into :class:`memorybus.client.MemoryBus`. A subscription belongs to the
-context that created it; its ``name`` is unique within that owner (another
-context's subscription of the same name is another subscription), and every
-call here names the caller: the hub actor touches only the caller's own
-subscription, and :meth:`SubscriptionClientMixin.bus_stats` lists only
-subscriptions the caller manages.
+Operation generators of :class:`~memorybus.client.MemoryBus` (see
+:mod:`memorybus.client.operation`), and the subscriber-side objects. A
+subscription belongs to the context that created it; its ``name`` is unique
+within that owner (another context's subscription of the same name is another
+subscription), and every call here names the caller: the hub actor touches only
+the caller's own subscription, and ``bus_stats`` lists only subscriptions the
+caller manages.
 
 Callback subscriptions run a listener thread in this process. An exception
 raised by the callback never ends the subscription silently: it is recorded in
@@ -29,21 +30,17 @@ from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 from memorybus.actors import runtime
+from memorybus.actors.runtime import Op
+from memorybus.client.operation import check_context
 from memorybus.errors import DeliveryFailed, InvalidRequest
 from memorybus.events import Event, EventFilter
 from memorybus.pubsub.records import check_name
 from memorybus.scopes import Context
 
 if TYPE_CHECKING:
-    from memorybus.config import Config
+    from memorybus.client import MemoryBus
 
 log = logging.getLogger(__name__)
-
-
-def _check_context(context: object) -> Context:
-    if not isinstance(context, Context):
-        raise InvalidRequest("context", f"must be a Context, got {type(context).__name__}")
-    return context
 
 
 class Inbox:
@@ -95,8 +92,9 @@ class Subscription:
         if self.failed is not None:
             raise DeliveryFailed(self.name, repr(self.failed)) from self.failed
 
-    def _call(self, callback: Callable[[list[Event]], Any], batch: list[Event],
-              loop: asyncio.AbstractEventLoop | None) -> None:
+    def _call(
+        self, callback: Callable[[list[Event]], Any], batch: list[Event], loop: asyncio.AbstractEventLoop | None
+    ) -> None:
         result = callback(batch)
         if inspect.isawaitable(result):
             if loop is not None and loop.is_running():
@@ -104,8 +102,9 @@ class Subscription:
             else:
                 asyncio.run(_await(result))
 
-    def _deliver(self, callback: Callable[[list[Event]], Any], batch: list[Event],
-                 loop: asyncio.AbstractEventLoop | None) -> bool:
+    def _deliver(
+        self, callback: Callable[[list[Event]], Any], batch: list[Event], loop: asyncio.AbstractEventLoop | None
+    ) -> bool:
         """Run the callback on ``batch``, retrying per policy; False if it kept failing."""
         policy = self.bus.config.bus
         backoff = policy.callback_backoff_seconds
@@ -124,8 +123,12 @@ class Subscription:
                 return False  # stopping: the batch stays unacknowledged
             backoff = min(backoff * 2, 5.0)
         self.failed = last
-        log.error("subscription %r stopped: the callback failed %d times; subscribe again to resume: %r",
-                  self.name, policy.callback_retries + 1, last)
+        log.error(
+            "subscription %r stopped: the callback failed %d times; subscribe again to resume: %r",
+            self.name,
+            policy.callback_retries + 1,
+            last,
+        )
         return False
 
     def _listen(self, callback: Callable[[list[Event]], Any], loop: asyncio.AbstractEventLoop | None) -> None:
@@ -169,76 +172,73 @@ async def _await(x: Any) -> Any:
     return await x
 
 
-class SubscriptionClientMixin:
-    """Subscriptions for :class:`MemoryBus`."""
+def subscribe(
+    bus: MemoryBus,
+    context: Context,
+    filter: EventFilter | None = None,
+    *,
+    target: Any = None,
+    method: str = "on_events",
+    callback: Callable[[list[Event]], Any] | None = None,
+    name: str | None = None,
+    start: str = "now",
+) -> Op[Subscription]:
+    """Receive every committed change ``context`` could recall and ``filter`` selects.
 
-    config: Config
+    Either ``target`` (a Ray actor handle with a ``method``:
+    ``target.<method>.remote(events)`` is called with each batch, in order per
+    scope; returning acknowledges it) or ``callback`` (a callable, run in this
+    process, sync or async, from a listener thread). Both are checked here: a
+    target without that method is refused. ``name`` identifies a durable
+    subscription of ``context``: subscribing again with the same context and name
+    resumes after the last acknowledged event and misses nothing; another context
+    using the same name has its own subscription.
+    """
+    check_context(context)
+    if (target is None) == (callback is None):
+        raise InvalidRequest("target", "give exactly one of target or callback")
+    if callback is not None and not callable(callback):
+        raise InvalidRequest("callback", "must be callable")
+    if target is not None:
+        if not isinstance(method, str) or not method.isidentifier():
+            raise InvalidRequest("method", "must be a method name")
+        if not callable(getattr(getattr(target, method, None), "remote", None)):
+            raise InvalidRequest("target", f"must be a Ray actor handle with a method {method!r}")
+    if filter is not None and not isinstance(filter, EventFilter):
+        raise InvalidRequest("filter", "must be an EventFilter")
+    if start not in ("now", "beginning"):
+        raise InvalidRequest("start", "must be 'now' or 'beginning'")
+    name = check_name(f"sub-{uuid.uuid4().hex}" if name is None else name)
+    partition, hub = bus._hub_for(context.org)
+    (cursors,) = yield [hub.subscribe.remote(name, context, filter or EventFilter(), target, method, start)]
+    sub = Subscription(bus, name, context, partition, cursors)
+    if callback is not None:
+        sub._start(callback)
+    return sub
 
-    def _hub_for(self, org: str) -> tuple[int, Any]:
-        raise NotImplementedError
 
-    def subscribe(
-        self,
-        context: Context,
-        filter: EventFilter | None = None,
-        *,
-        target: Any = None,
-        method: str = "on_events",
-        callback: Callable[[list[Event]], Any] | None = None,
-        name: str | None = None,
-        start: str = "now",
-    ) -> Subscription:
-        """Receive every committed change ``context`` could recall and ``filter`` selects.
+def unsubscribe(bus: MemoryBus, name: str, context: Context) -> Op[bool]:
+    """Delete ``context``'s subscription ``name`` (and its cursors); False if it has none."""
+    check_context(context)
+    _, hub = bus._hub_for(context.org)
+    (done,) = yield [hub.unsubscribe.remote(check_name(name), context)]
+    return bool(done)
 
-        Either ``target`` (a Ray actor handle with a ``method``:
-        ``target.<method>.remote(events)`` is called with each batch, in order per
-        scope; returning acknowledges it) or ``callback`` (a callable, run in this
-        process, sync or async, from a listener thread). Both are checked here: a
-        target without that method is refused. ``name`` identifies a durable
-        subscription of ``context``: subscribing again with the same context and name
-        resumes after the last acknowledged event and misses nothing; another context
-        using the same name has its own subscription.
-        """
-        _check_context(context)
-        if (target is None) == (callback is None):
-            raise InvalidRequest("target", "give exactly one of target or callback")
-        if callback is not None and not callable(callback):
-            raise InvalidRequest("callback", "must be callable")
-        if target is not None:
-            if not isinstance(method, str) or not method.isidentifier():
-                raise InvalidRequest("method", "must be a method name")
-            if not callable(getattr(getattr(target, method, None), "remote", None)):
-                raise InvalidRequest("target", f"must be a Ray actor handle with a method {method!r}")
-        if filter is not None and not isinstance(filter, EventFilter):
-            raise InvalidRequest("filter", "must be an EventFilter")
-        if start not in ("now", "beginning"):
-            raise InvalidRequest("start", "must be 'now' or 'beginning'")
-        name = check_name(f"sub-{uuid.uuid4().hex}" if name is None else name)
-        partition, hub = self._hub_for(context.org)
-        ref = hub.subscribe.remote(name, context, filter or EventFilter(), target, method, start)
-        cursors = runtime.run_sync(runtime.iter_refs([ref]), 120)[0]
-        sub = Subscription(self, name, context, partition, cursors)
-        if callback is not None:
-            sub._start(callback)
-        return sub
 
-    def unsubscribe(self, name: str, context: Context) -> bool:
-        """Delete ``context``'s subscription ``name`` (and its cursors); False if it has none."""
-        _check_context(context)
-        _, hub = self._hub_for(context.org)
-        return bool(runtime.run_sync(runtime.iter_refs([hub.unsubscribe.remote(check_name(name), context)]), 60)[0])
+def subscription_cursors(bus: MemoryBus, name: str, context: Context) -> Op[dict[str, int]]:
+    """The acknowledged position of ``context``'s subscription ``name`` (for
+    :class:`Inbox`); empty if it has none."""
+    check_context(context)
+    _, hub = bus._hub_for(context.org)
+    (cursors,) = yield [hub.cursors.remote(check_name(name), context)]
+    return dict(cursors)
 
-    def subscription_cursors(self, name: str, context: Context) -> dict[str, int]:
-        """The acknowledged position of ``context``'s subscription ``name`` (for
-        :class:`Inbox`); empty if it has none."""
-        _check_context(context)
-        _, hub = self._hub_for(context.org)
-        return dict(runtime.run_sync(runtime.iter_refs([hub.cursors.remote(check_name(name), context)]), 60)[0])
 
-    def bus_stats(self, context: Context) -> dict[str, Any]:
-        """Delivery figures of the subscriptions ``context`` manages (an org context: its
-        org's; a user context: that user's): ``published`` (events of its org),
-        ``delivered``, and per subscription ``queued``/``delivered``/``replays``."""
-        _check_context(context)
-        _, hub = self._hub_for(context.org)
-        return dict(runtime.run_sync(runtime.iter_refs([hub.stats.remote(context)]), 60)[0])
+def bus_stats(bus: MemoryBus, context: Context) -> Op[dict[str, Any]]:
+    """Delivery figures of the subscriptions ``context`` manages (an org context: its
+    org's; a user context: that user's): ``published`` (events of its org),
+    ``delivered``, and per subscription ``queued``/``delivered``/``replays``."""
+    check_context(context)
+    _, hub = bus._hub_for(context.org)
+    (stats,) = yield [hub.stats.remote(context)]
+    return dict(stats)

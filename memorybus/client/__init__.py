@@ -1,0 +1,251 @@
+"""The client: ``memorybus.connect(config)`` returns a :class:`MemoryBus`.
+
+A MemoryBus pickles to its config, so it can be passed into Ray tasks and
+actors and used there. Each operation is defined once, as an operation generator
+in a module of this package (:mod:`~memorybus.client.memories`,
+:mod:`~memorybus.client.recall`, :mod:`~memorybus.client.facts`,
+:mod:`~memorybus.client.subscriptions`, :mod:`~memorybus.client.maintenance`,
+:mod:`~memorybus.client.listing`, :mod:`~memorybus.client.admin`);
+:class:`~memorybus.client.operation.operation` makes its sync method here and
+its ``*_async`` twin, with the same signature and time limit. Connecting and
+closing are in :mod:`~memorybus.client.life`.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from memorybus.actors import runtime
+from memorybus.client import admin, facts, life, listing, maintenance, memories, queries, subscriptions
+from memorybus.client.operation import operation
+from memorybus.config import Config
+from memorybus.errors import InvalidRequest, MemoryBusError
+from memorybus.items import build_memory
+from memorybus.model import MemoryNode
+from memorybus.pubsub.routing import partition_of
+from memorybus.scopes import Context, Level, Router
+
+if TYPE_CHECKING:
+    from memorybus.embedding import Embedder
+
+
+class MemoryBus:
+    """A handle on the memory bus. Cheap to pickle; actors are found by name.
+
+    Get one from :func:`connect`; use it as a context manager or call :meth:`close`
+    (see :mod:`memorybus.client.life`). Calls on a closed handle raise ``BusClosed``.
+    Every operation has an ``*_async`` twin (``await bus.recall_async(...)``).
+    """
+
+    def __init__(self, config: Config) -> None:
+        if not isinstance(config, Config):
+            raise InvalidRequest("config", "must be a memorybus.Config")
+        self.config = config
+        self._router = Router(config.num_shards)
+        self._shards: list[Any] | None = None
+        self._embedders: list[Any] | None = None
+        self._hubs: list[Any] | None = None
+        self._maintenance: dict[str, Any] = {}
+        self._rr = 0
+        self._local_failed = False
+        self._closed: str | None = None
+        self._owns_actors = False
+        self._owns_ray = False
+
+    # ------------------------------------------------------------- operations
+    remember = operation(memories.remember, "write")
+    remember_async = remember.twin
+    remember_many = operation(memories.remember_many, "write")
+    remember_many_async = remember_many.twin
+    remember_turns = operation(memories.remember_turns, None)
+    remember_turns_async = remember_turns.twin
+    get = operation(memories.get, "read")
+    get_async = get.twin
+    update = operation(memories.update, "write")
+    update_async = update.twin
+    forget = operation(memories.forget, "write")
+    forget_async = forget.twin
+    flush = operation(memories.flush, 60)
+    flush_async = flush.twin
+    count = operation(memories.count, 60)
+    count_async = count.twin
+
+    recall = operation(queries.recall, "read")
+    recall_async = recall.twin
+    context_for = operation(queries.context_for, "read")
+    context_for_async = context_for.twin
+    embed = operation(queries.embed, "read")
+    embed_async = embed.twin
+    list_memories = operation(listing.list_memories, "read")
+    list_memories_async = list_memories.twin
+
+    assert_fact = operation(facts.assert_fact, "write")
+    assert_fact_async = assert_fact.twin
+    assert_facts = operation(facts.assert_facts, "write")
+    assert_facts_async = assert_facts.twin
+    remember_fact = operation(facts.remember_fact, "write")
+    remember_fact_async = remember_fact.twin
+    current_fact = operation(facts.current_fact, "read")
+    current_fact_async = current_fact.twin
+    history = operation(facts.history, "read")
+    history_async = history.twin
+    broadcast = operation(facts.broadcast, "write")
+    broadcast_async = broadcast.twin
+
+    subscribe = operation(subscriptions.subscribe, 120)
+    subscribe_async = subscribe.twin
+    unsubscribe = operation(subscriptions.unsubscribe, 60)
+    unsubscribe_async = unsubscribe.twin
+    subscription_cursors = operation(subscriptions.subscription_cursors, 60)
+    subscription_cursors_async = subscription_cursors.twin
+    bus_stats = operation(subscriptions.bus_stats, 60)
+    bus_stats_async = bus_stats.twin
+
+    run_decay = operation(maintenance.run_decay, 600)
+    run_decay_async = run_decay.twin
+    run_consolidation = operation(maintenance.run_consolidation, 600)
+    run_consolidation_async = run_consolidation.twin
+    schedule_maintenance = operation(maintenance.schedule_maintenance, 60)
+    schedule_maintenance_async = schedule_maintenance.twin
+    maintenance_status = operation(maintenance.maintenance_status, 60)
+    maintenance_status_async = maintenance_status.twin
+
+    export = operation(admin.export, None)
+    export_async = export.twin
+    import_ = operation(admin.import_, None)
+    import_async = import_.twin
+    stats = operation(admin.stats, 120)
+    stats_async = stats.twin
+    hub_stats = operation(admin.hub_stats, 60)
+    hub_stats_async = hub_stats.twin
+    inspect = operation(admin.inspect, None)
+    inspect_async = inspect.twin
+
+    # -------------------------------------------------------------- lifecycle
+    @property
+    def closed(self) -> bool:
+        """Whether this handle can no longer be used (closed, or Ray left)."""
+        return life.is_closed(self)
+
+    def close(self) -> None:
+        """Flush, then release what ``connect`` acquired; idempotent (see :func:`life.close`)."""
+        life.close(self)
+
+    def shutdown(self) -> None:
+        """Stop this bus's actors, whoever created them (see :func:`life.shutdown`)."""
+        life.shutdown(self)
+
+    def __enter__(self) -> MemoryBus:
+        life.check_open(self)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def with_timeout(self, seconds: float | None) -> MemoryBus:
+        """A handle on the same bus whose calls (reads and writes) give up after
+        ``seconds`` with OperationTimeout (None: wait as long as it takes)."""
+        other = MemoryBus(self.config.with_(read_timeout=seconds, write_timeout=seconds))
+        other._shards, other._embedders, other._hubs = self._shards, self._embedders, self._hubs
+        return other
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (MemoryBus, (self.config,))
+
+    # ----------------------------------------------------------------- wiring
+    def _check_open(self) -> None:
+        life.check_open(self)
+
+    def _actor(self, name: str) -> Any:
+        return life.actor(self, name)
+
+    def _shard_handles(self) -> list[Any]:
+        self._check_open()
+        if self._shards is None:
+            from memorybus import actors
+
+            self._shards = [self._actor(actors.shard_actor_name(self.config, i)) for i in range(self.config.num_shards)]
+        return self._shards
+
+    def _embedder(self) -> Any:
+        self._check_open()
+        if self._embedders is None:
+            from memorybus import actors
+
+            self._embedders = [
+                self._actor(actors.embedder_actor_name(self.config, i)) for i in range(self.config.embedder_replicas)
+            ]
+        self._rr = (self._rr + 1) % len(self._embedders)
+        return self._embedders[self._rr]
+
+    def _hub(self, partition: int) -> Any:
+        self._check_open()
+        if self._hubs is None:
+            from memorybus import actors
+
+            self._hubs = [self._actor(actors.hub_actor_name(self.config, i)) for i in range(self.config.bus.partitions)]
+        return self._hubs[partition]
+
+    def _hub_for(self, org: str) -> tuple[int, Any]:
+        p = partition_of(org, self.config.bus.partitions)
+        return p, self._hub(p)
+
+    def _maintenance_actor(self, kind: str) -> Any:
+        from memorybus import actors
+
+        self._check_open()
+        if kind not in self._maintenance:
+            try:
+                self._maintenance[kind] = actors.lookup(
+                    actors.maintenance_name(self.config, kind), self.config.namespace
+                )
+            except ValueError:
+                self._maintenance[kind] = actors.create_maintenance(self.config, kind)
+        return self._maintenance[kind]
+
+    def _owners(self, context: Context) -> list[int]:
+        """The shards that own the scopes ``context`` may see."""
+        return sorted({self._router.shard_for(s.key) for s in context.visible_scopes()})
+
+    def _build(self, item: Any, context: Context, now: float) -> MemoryNode:
+        cfg = self.config
+        return build_memory(item, context, now, max_content_chars=cfg.max_content_chars, max_tags=cfg.max_tags,
+                            max_structured_bytes=cfg.max_structured_bytes)  # fmt: skip
+
+    def _local_encoder(self) -> Embedder | None:
+        """The query encoder in this process, or None when ``query_encoder="auto"`` and
+        the model cannot be loaded here (the embedder actor is used instead)."""
+        if self._local_failed:
+            return None
+        from memorybus.embedding import shared_query_encoder
+
+        try:
+            # as many cached queries as the embedder caches texts (up to 1000): no cache, no cache here
+            return shared_query_encoder(self.config.resolved_model_path(), min(1000, self.config.embed_cache_size))
+        except (MemoryBusError, OSError, ImportError):
+            if self.config.query_encoder == "local":
+                raise
+            self._local_failed = True
+            return None
+
+    def _encodes_queries_here(self, blocking: bool) -> bool:
+        """Whether a recall embeds its query in this process (see ``Config.query_encoder``)."""
+        mode = self.config.query_encoder
+        if mode != "auto":
+            return mode == "local"
+        return blocking and not self._local_failed and not runtime.in_ray_worker()
+
+
+def connect(config: Config | None = None, **ray_init_kwargs: Any) -> MemoryBus:
+    """Start (or join) Ray, create or join the bus's actors, and return a client.
+
+    ``ray_init_kwargs`` go to ``ray.init`` when Ray is not yet running (where it is
+    started or joined: ``Config.ray_address``, see ``runtime.choose_address``).
+    Raises ``ConfigError`` when a bus of the same namespace already runs on other
+    storage. Progress (Ray, actors, model) is logged on the ``memorybus`` logger.
+    Use the returned bus as a context manager, or call ``close()``.
+    """
+    return life.open_bus(MemoryBus, config, ray_init_kwargs)
+
+
+__all__ = ["Level", "MemoryBus", "MemoryBusError", "connect"]

@@ -1,0 +1,183 @@
+"""The operator's side of the client: export, import, counts, one memory in full.
+
+Operation generators of :class:`~memorybus.client.MemoryBus` (see
+:mod:`memorybus.client.operation`). These calls take no ``Context``: like
+a backup tool reading the store's files, they see every memory whatever its scope.
+They are meant for operators and tools (``memorybus export|import|stats|show``), not
+for agents, whose reads go through :meth:`MemoryBus.recall` / ``list_memories`` and
+the visibility rule.
+
+- :meth:`export` writes a scope (and every scope inside it) or everything to a
+  versioned msgpack file (:mod:`memorybus.transfer`), page by page from every shard,
+  atomically (a temporary file renamed at the end). For an exact copy, pause writers:
+  pages are read one after the other, not as one snapshot.
+- :meth:`import_` reads and validates the whole file first (format, version, digest,
+  every record, embedding dimension) and asks every shard what it would conflict
+  with; a corrupted or foreign file, or any conflict, is refused with
+  ``InvalidRequest`` and nothing is written. Then each shard stores its part as it
+  was: ids, versions, access statistics, embeddings, fact histories and current
+  values. Records already present with the same content are skipped, so an import
+  interrupted part-way can be rerun. The backends may differ (SQLite -> Redis and back).
+"""
+
+from __future__ import annotations
+
+import os
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from memorybus.actors.runtime import Op, Within
+from memorybus.errors import InvalidRequest, MemoryNotFound
+from memorybus.events import Event
+from memorybus.model import RELATION_FIELDS, MemoryNode
+from memorybus.scopes import Scope, shard_name
+from memorybus.transfer import ExportWriter, event_digest, read_export, record_digest
+
+if TYPE_CHECKING:
+    from memorybus.client import MemoryBus
+
+_PAGE = 500  # memories per export/import call (with embeddings: about 1 MB)
+_WAIT = 300  # seconds each page may take
+_EVENTS_PAGE = 5000
+
+
+@dataclass(slots=True)
+class Inspection:
+    """One memory as an operator sees it: as stored, which shard holds it, its history
+    (events, oldest first) and the memories its relations name (provenance)."""
+
+    node: MemoryNode
+    shard: str
+    history: list[Event] = field(default_factory=list)
+    links: dict[str, list[MemoryNode]] = field(default_factory=dict)
+    missing: list[str] = field(default_factory=list)
+
+
+# ------------------------------------------------------------------ export
+def export(bus: MemoryBus, path: str | os.PathLike[str], *, within: Scope | None = None) -> Op[dict[str, int]]:
+    """Write every memory whose scope lies within ``within`` (all when None), with the
+    event history and fact heads of those scopes, to ``path``; returns the counts."""
+    if within is not None and not isinstance(within, Scope):
+        raise InvalidRequest("within", "must be a Scope or None")
+    handles = bus._shard_handles()
+    header = {
+        "namespace": bus.config.namespace,
+        "embedding_dim": bus.config.embedding_dim,
+        "within": list(within.as_tuple()) if within else None,
+    }
+    writer = ExportWriter(path, header)
+    try:
+        for shard in handles:
+            after: str | None = None
+            while True:
+                (blobs, after) = (yield Within([shard.export_nodes.remote(within, after, _PAGE)], _WAIT))[0]
+                for blob in blobs:
+                    writer.node(blob)
+                if after is None:
+                    break
+        for shard in handles:
+            position: tuple[str, int] | None = (None, 0)  # type: ignore[assignment]
+            while position is not None:
+                scope_key, seq = position
+                page = shard.export_events.remote(within, scope_key, seq, _EVENTS_PAGE)
+                events, position = (yield Within([page], _WAIT))[0]
+                for key, n, blob in events:
+                    writer.event(key, n, blob)
+        for slots in (yield Within([s.export_slots.remote(within) for s in handles], _WAIT)):
+            for slot in slots:
+                writer.slot(*slot)
+        return writer.finish()
+    except BaseException:
+        writer.abort()
+        raise
+
+
+# ------------------------------------------------------------------ import
+def import_(bus: MemoryBus, path: str | os.PathLike[str]) -> Op[dict[str, int]]:
+    """Restore an :meth:`export` file into this bus; returns what was written."""
+    data = read_export(path, dim=bus.config.embedding_dim)
+    handles = bus._shard_handles()
+    count = len(handles)
+    nodes: list[list[MemoryNode]] = [[] for _ in range(count)]
+    for node in data.nodes:
+        nodes[bus._router.shard_for(node.scope.key)].append(node)
+    events: list[list[tuple[str, int, bytes]]] = [[] for _ in range(count)]
+    for scope_key, log in data.events.items():
+        events[bus._router.shard_for(scope_key)] += [(scope_key, seq, blob) for seq, blob in log]
+    slots: list[list[tuple[str, str, str, int]]] = [[] for _ in range(count)]
+    for slot in data.slots:
+        slots[bus._router.shard_for(slot[0])].append(slot)
+    digests = [(n.id, record_digest(n)) for n in data.nodes]
+    checks = []
+    for i, shard in enumerate(handles):
+        owned = [n.id for n in nodes[i]]
+        logs: dict[str, list[tuple[int, str]]] = {}
+        for scope_key, seq, blob in events[i]:
+            logs.setdefault(scope_key, []).append((seq, event_digest(blob)))
+        checks.append(shard.import_conflicts.remote(digests, owned, logs, slots[i]))
+    conflicts = [c for found in (yield Within(checks, _WAIT)) for c in found]
+    if conflicts:
+        more = f" (and {len(conflicts) - 5} more)" if len(conflicts) > 5 else ""
+        raise InvalidRequest(
+            "import",
+            f"{os.fspath(path)}: conflicts with what is stored: {'; '.join(conflicts[:5])}{more}; nothing was imported",
+        )
+    written: Counter[str] = Counter()
+    for i, shard in enumerate(handles):
+        parts: list[tuple[list[MemoryNode], list[tuple[str, int, bytes]], list[tuple[str, str, str, int]]]]
+        parts = [(nodes[i][j : j + _PAGE], [], []) for j in range(0, len(nodes[i]), _PAGE)]
+        parts += [([], events[i][j : j + _EVENTS_PAGE], []) for j in range(0, len(events[i]), _EVENTS_PAGE)]
+        parts.append(([], [], slots[i]))
+        for part_nodes, part_events, part_slots in parts:
+            ref = shard.import_records.remote(part_nodes, part_events, part_slots)
+            written.update((yield Within([ref], _WAIT))[0])
+    return {k: written.get(k, 0) for k in ("nodes", "events", "slots")}
+
+
+# --------------------------------------------------------------- inspection
+def stats(bus: MemoryBus) -> Op[dict[str, Any]]:
+    """Counts per shard and per scope: ``{"memories", "shards": [...], "by_scope",
+    "by_kind", "by_status", "events", "facts"}`` (each shard's own counts in
+    ``shards``)."""
+    shards = yield [s.stats.remote() for s in bus._shard_handles()]
+    total: dict[str, Any] = {"memories": 0, "events": 0, "facts": 0, "shards": shards}
+    for name in ("by_scope", "by_kind", "by_status"):
+        merged: Counter[str] = Counter()
+        for s in shards:
+            merged.update(s[name])
+        total[name] = dict(merged)
+    for s in shards:
+        for name in ("memories", "events", "facts"):
+            total[name] += s[name]
+    return total
+
+
+def hub_stats(bus: MemoryBus) -> Op[list[dict[str, int]]]:
+    """Each hub actor's totals over every org: events published and delivered,
+    subscriptions, and how many are replaying from the log."""
+    totals = yield [bus._hub(p).totals.remote() for p in range(bus.config.bus.partitions)]
+    return list(totals)
+
+
+def inspect(bus: MemoryBus, memory_id: str) -> Op[Inspection]:
+    """One memory, whatever its scope, with its history and provenance (the memories
+    its ``parents``, ``children``, ``related``, ``contradicts`` and ``source_ids``
+    name). Raises MemoryNotFound."""
+    if not isinstance(memory_id, str) or not memory_id:
+        raise InvalidRequest("memory_id", "must be a non-empty string")
+    handles = bus._shard_handles()
+    found = yield Within([s.inspect.remote(memory_id) for s in handles], 120)
+    for index, hit in enumerate(found):
+        if hit is None:
+            continue
+        node, history = hit
+        named = {name: list(getattr(node, name)) for name in RELATION_FIELDS if getattr(node, name)}
+        ids = sorted({i for values in named.values() for i in values})
+        known: dict[str, MemoryNode] = {}
+        if ids:
+            for group in (yield Within([s.peek.remote(ids) for s in handles], 120)):
+                known.update((n.id, n) for n in group)
+        links = {name: [known[i] for i in values if i in known] for name, values in named.items()}
+        return Inspection(node, shard_name(index), history, links, [i for i in ids if i not in known])
+    raise MemoryNotFound(memory_id)

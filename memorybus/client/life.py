@@ -1,0 +1,313 @@
+"""Connecting and closing: the life of a :class:`~memorybus.client.MemoryBus` handle.
+
+Functions of the handle (:class:`~memorybus.client.MemoryBus` calls them). What
+they guarantee:
+
+- **A bus's identity is its storage.** A namespace names one running bus; connecting
+  to a namespace whose running bus keeps its data elsewhere (another ``data_dir``,
+  ``redis_url``, vector store or shard count) raises :class:`ConfigError` before
+  anything is created, instead of silently handing back the other bus.
+- **Closing.** ``close()`` (or leaving ``with connect(...) as bus:``) writes pending
+  access statistics and subscription cursors, then releases what ``connect``
+  acquired: the actors it created (unless the config is ``detached``) and the local
+  Ray it started. Handles that joined a running bus leave it running.
+- **A closed handle fails fast.** Any call on a closed handle, on a handle whose
+  actors were stopped, or in a process that left Ray (``ray.shutdown()``) raises
+  :class:`BusClosed` before anything is sent, so it never starts Ray again.
+- **Startup reports progress** on the ``memorybus`` logger (Ray, actors, model), and
+  the query encoder of this process loads while the actors start, so the first
+  synchronous recall does not load it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+import time
+from typing import TYPE_CHECKING, Any
+
+from memorybus.actors import runtime
+from memorybus.config import Config
+from memorybus.errors import BusClosed, ConfigError, MemoryBusError, StoreUnavailable
+
+if TYPE_CHECKING:
+    from memorybus.client import MemoryBus
+
+log = logging.getLogger("memorybus")
+
+
+# ------------------------------------------------------------------ guard
+def is_closed(bus: MemoryBus) -> bool:
+    """Whether this handle can no longer be used (closed, or Ray left)."""
+    return bus._closed is not None or not runtime.is_connected()
+
+
+def check_open(bus: MemoryBus) -> None:
+    if bus._closed is not None:
+        raise BusClosed(bus.config.namespace, bus._closed)
+    if not runtime.is_connected():
+        raise BusClosed(bus.config.namespace, "this process is not connected to Ray (call memorybus.connect)")
+
+
+def actor(bus: MemoryBus, name: str) -> Any:
+    """The actor named ``name``; BusClosed when the bus is not running."""
+    from memorybus import actors
+
+    check_open(bus)
+    try:
+        return actors.lookup(name, bus.config.namespace)
+    except ValueError:
+        raise BusClosed(bus.config.namespace, f"no running actor {name!r} (the bus was shut down)") from None
+
+
+# ---------------------------------------------------------------- startup
+def start(bus: MemoryBus) -> None:
+    """Check the namespace's running bus (if any) has this storage, create or join
+    the actors, and load this process's query encoder meanwhile."""
+    from memorybus import actors
+
+    cfg = bus.config
+    loader = _preload_encoder(bus)
+    running = _running_identity(bus)
+    if running is not None and running != cfg.storage_identity():
+        raise ConfigError(
+            "namespace",
+            f"bus {cfg.namespace!r} is already running on {_describe(running)}; this config asks for "
+            f"{_describe(cfg.storage_identity())}. Use another namespace for other storage, "
+            "or the same storage to join the running bus",
+        )
+    bus._owns_actors = running is None
+    if running is None:
+        runtime.check_capacity(cfg)  # an actor no node can hold fails now, not after a wait
+    started = time.monotonic()
+    log.info(
+        "%s bus %r: %d shards, %d embedder(s), %d hub actor(s)",
+        "creating" if running is None else "joining",
+        cfg.namespace,
+        cfg.num_shards,
+        cfg.embedder_replicas,
+        cfg.bus.partitions,
+    )
+    _prepare_stores(cfg)
+    embedders = [actors.create_embedder(cfg, i) for i in range(cfg.embedder_replicas)]
+    shards = [actors.create_shard(cfg, i) for i in range(cfg.num_shards)]
+    hubs = [actors.create_hub(cfg, p) for p in range(cfg.bus.partitions)]
+    # actors found dead (a failed constructor keeps its name) are replaced
+    bus._embedders = actors.replace_dead(embedders, lambda i: actors.create_embedder(cfg, i), "pid")
+    bus._shards = actors.replace_dead(shards, lambda i: actors.create_shard(cfg, i), "pid")
+    bus._hubs = actors.replace_dead(hubs, lambda p: actors.create_hub(cfg, p), "pid")
+    ready = [s.identity.remote() for s in bus._shards]
+    ready += [e.dim.remote() for e in bus._embedders] + [h.ready.remote() for h in bus._hubs]
+    names = [f"shard-{i}" for i in range(cfg.num_shards)] + [f"embedder-{i}" for i in range(cfg.embedder_replicas)]
+    names += [f"hub-{p}" for p in range(cfg.bus.partitions)]
+    if cfg.schedule_maintenance:
+        for kind in ("decay", "consolidation"):
+            bus._maintenance[kind] = actors.create_maintenance(cfg, kind)
+            ready.append(bus._maintenance[kind].start.remote())
+            names.append(kind)
+    wait_placed(ready, names, started)
+    results = runtime.run_sync(runtime.iter_refs(ready), 300)
+    for ident in results[: cfg.num_shards]:
+        if ident != cfg.storage_identity():  # another process created it meanwhile
+            raise ConfigError("namespace", f"bus {cfg.namespace!r} runs on {_describe(ident)}")
+    log.info("actors ready in %.1fs", time.monotonic() - started)
+    if loader is not None:
+        log.info("loading the query model in this process")
+        loader.join()
+        if loader.error is not None:
+            raise loader.error
+
+
+def wait_placed(refs: list[Any], names: list[str], started: float, limit: float = 300.0) -> None:
+    """Wait for the actors to answer, saying which are still missing every 15 s; an
+    actor Ray cannot place (no node has its resources) fails ``connect`` after
+    ``limit`` seconds with its name, instead of a silent wait."""
+    pending = list(refs)
+    while pending:
+        waited = time.monotonic() - started
+        if waited >= limit:
+            missing = [n for n, r in zip(names, refs, strict=True) if r in pending]
+            raise StoreUnavailable(
+                "ray",
+                f"actors not ready after {limit:.0f}s: {', '.join(missing)}; does the cluster have the CPUs "
+                "and custom resources they ask for (Config.shard_num_cpus/shard_resources, "
+                "embedder_num_cpus/embedder_resources)?",
+            )
+        pending = runtime.wait_some(pending, min(15.0, limit - waited))
+        if pending:
+            missing = [n for n, r in zip(names, refs, strict=True) if r in pending]
+            log.info("still waiting for %s (%.0fs)", ", ".join(missing), time.monotonic() - started)
+
+
+def _running_identity(bus: MemoryBus) -> dict[str, Any] | None:
+    """The storage of the namespace's running bus, or None when none runs."""
+    from memorybus import actors
+
+    try:
+        shard = actors.lookup(actors.shard_actor_name(bus.config, 0), bus.config.namespace)
+    except ValueError:
+        return None
+    try:
+        return dict(runtime.run_sync(runtime.iter_refs([shard.identity.remote()]), 120)[0])
+    except (MemoryBusError, AttributeError):
+        # dead, dying or restarting, or a leftover of an older shard class that
+        # lacks the method: creation below finds it and replaces it when dead
+        return None
+
+
+def _preload_encoder(bus: MemoryBus) -> _Loader | None:
+    """Load this process's query encoder in the background when recall will use it."""
+    if not bus._encodes_queries_here(blocking=True):
+        return None
+    loader = _Loader(bus._local_encoder)
+    loader.start()
+    return loader
+
+
+# ---------------------------------------------------------------- closing
+def _flush_all(bus: MemoryBus) -> None:
+    """Write pending access statistics and subscription cursors (best effort)."""
+    refs = [h.flush.remote() for h in (bus._hubs or [])] + [s.flush.remote() for s in (bus._shards or [])]
+    with contextlib.suppress(MemoryBusError):
+        runtime.run_sync(runtime.iter_refs(refs), 30)
+
+
+def _stop_actors(bus: MemoryBus) -> None:
+    """Close the stores cleanly (cursors written, SQLite WAL checkpointed into the main
+    files, so the data directory alone is a full copy), then kill every actor."""
+    closing = [h.close.remote() for h in (bus._shards or []) + (bus._hubs or [])]
+    for ref in closing:
+        with contextlib.suppress(Exception):
+            runtime.run_sync(runtime.iter_refs([ref]), 30)
+    for handle in all_handles(bus):
+        runtime.kill(handle)
+
+
+def all_handles(bus: MemoryBus) -> list[Any]:
+    return (bus._shards or []) + (bus._embedders or []) + (bus._hubs or []) + list(bus._maintenance.values())
+
+
+def release(bus: MemoryBus, reason: str) -> None:
+    bus._closed = reason
+    bus._shards = bus._embedders = bus._hubs = None
+    bus._maintenance = {}
+
+
+def close(bus: MemoryBus) -> None:
+    """Flush, then release what ``connect`` acquired; idempotent.
+
+    Pending access statistics and subscription cursors are written first. A handle
+    that created the bus's actors stops them (unless ``config.detached``: a
+    detached bus outlives its creator; stop it with :meth:`shutdown`); a handle
+    that joined a running bus leaves it running. If ``connect`` started a local
+    Ray, it is shut down. Every later call raises :class:`BusClosed`.
+    """
+    if bus._closed is not None:
+        return
+    try:
+        if runtime.is_connected():
+            if bus._owns_actors and not bus.config.detached:
+                _stop_actors(bus)
+            else:
+                _flush_all(bus)
+            if bus._owns_ray:
+                runtime.shutdown()
+    finally:
+        release(bus, "closed")
+
+
+def shutdown(bus: MemoryBus) -> None:
+    """Stop this bus's actors, whoever created them: the stores are closed cleanly
+    first (access statistics and subscription cursors written, SQLite WAL
+    checkpointed into the main files), then the actors are killed; the data stays.
+    This handle is closed afterwards; Ray itself keeps running."""
+    check_open(bus)
+    if bus._shards is None:  # a handle that never looked them up (e.g. unpickled)
+        with contextlib.suppress(BusClosed):
+            _find_all(bus)
+    _stop_actors(bus)
+    release(bus, "shut down")
+
+
+def _find_all(bus: MemoryBus) -> None:
+    from memorybus import actors
+
+    cfg = bus.config
+    bus._shards = [bus._actor(actors.shard_actor_name(cfg, i)) for i in range(cfg.num_shards)]
+    bus._embedders = [bus._actor(actors.embedder_actor_name(cfg, i)) for i in range(cfg.embedder_replicas)]
+    bus._hubs = [bus._actor(actors.hub_actor_name(cfg, p)) for p in range(cfg.bus.partitions)]
+    for kind in ("decay", "consolidation"):
+        with contextlib.suppress(BusClosed):
+            bus._maintenance[kind] = bus._actor(actors.maintenance_name(cfg, kind))
+
+
+class _Loader(threading.Thread):
+    """Runs ``load`` in the background; keeps its error for the joiner."""
+
+    def __init__(self, load: Any) -> None:
+        super().__init__(name="memorybus-model-load", daemon=True)
+        self._load = load
+        self.error: BaseException | None = None
+
+    def run(self) -> None:
+        try:
+            self._load()
+        except BaseException as exc:
+            self.error = exc
+
+
+def _describe(identity: dict[str, Any]) -> str:
+    parts = [f"{k}={v}" for k, v in identity.items() if v not in (None, "")]
+    return "{" + ", ".join(parts) + "}"
+
+
+def _prepare_stores(config: Config) -> None:
+    """Before any shard starts: refuse a changed shard count (or move the scopes, with
+    ``Config(migrate=True)``) and, on this machine's disk, a store that existed and is
+    gone. Each shard checks its own store again when it opens it."""
+    from memorybus import actors
+    from memorybus.errors import StoreMismatch
+    from memorybus.scopes import shard_name
+    from memorybus.storage import factory, identity, reshard
+
+    recorded = reshard.recorded_num_shards(config)
+    if recorded is not None and recorded != config.num_shards:
+        if not config.migrate:
+            raise StoreMismatch(
+                "bus",
+                f"its stores were written with num_shards={recorded}, not "
+                f"{config.num_shards}: connect with Config(migrate=True) to move the scopes",
+            )
+        running = actors.alive_shards(config, max(recorded, config.num_shards))
+        if running:
+            raise StoreMismatch("bus", f"stop the running shards before migrating (bus.shutdown()): {running}")
+        reshard.reshard(config, recorded)
+    if config.backend == "embedded":
+        for i in range(config.num_shards):
+            identity.store_file_missing(config, shard_name(i), factory.sqlite_path(config, shard_name(i)))
+
+
+def open_bus(cls: type[MemoryBus], config: Config | None, ray_init_kwargs: dict[str, Any]) -> MemoryBus:
+    """:func:`memorybus.connect`: start or join Ray, then create or join the bus."""
+    from memorybus.errors import InvalidRequest
+
+    config = config or Config()
+    if not isinstance(config, Config):
+        raise InvalidRequest("config", "must be a memorybus.Config")
+    started = time.monotonic()
+    owns_ray = runtime.ensure_ray(config, **ray_init_kwargs)
+    bus = cls(config)
+    bus._owns_ray = owns_ray
+    try:
+        start(bus)
+    except BaseException:
+        if bus._owns_actors and runtime.is_connected():
+            for handle in all_handles(bus):
+                runtime.kill(handle)
+        if owns_ray:
+            runtime.shutdown()
+        release(bus, "connect failed")
+        raise
+    log.info("memorybus %r ready in %.1fs", config.namespace, time.monotonic() - started)
+    return bus
