@@ -8,7 +8,8 @@ Public API::
         bus.remember("The user prefers Rust for backends", ctx, scope="user")
         hits = bus.recall("which language for the backend?", ctx)
 
-Names are imported on first use (PEP 562), so ``import memorybus`` and the
+Everything the README uses is importable from here; the submodules are the
+implementation. Names are imported on first use (PEP 562), so ``import memorybus`` and the
 command line's ``--help`` do not load Ray, torch or numpy.
 """
 
@@ -32,7 +33,12 @@ _EXPORTS = {
     "SystemClock": "memorybus.clock",
     "BusPolicy": "memorybus.config",
     "Config": "memorybus.config",
+    "ConsolidationPolicy": "memorybus.config",
+    "DecayPolicy": "memorybus.config",
+    "GraphPolicy": "memorybus.config",
     "RankingWeights": "memorybus.config",
+    "Inspection": "memorybus.client.admin",
+    "ContextBlock": "memorybus.prompt",
     "BusClosed": "memorybus.errors",
     "ConfigError": "memorybus.errors",
     "DeliveryFailed": "memorybus.errors",
@@ -72,15 +78,20 @@ __all__ = [
     "Clock",
     "Config",
     "ConfigError",
+    "ConsolidationPolicy",
     "Context",
+    "ContextBlock",
+    "DecayPolicy",
     "DeliveryFailed",
     "EmbeddingError",
     "Event",
     "EventFilter",
     "EventKind",
     "FactResult",
+    "GraphPolicy",
     "Inbox",
     "IndexUnavailable",
+    "Inspection",
     "InvalidMemory",
     "InvalidRequest",
     "Level",
@@ -128,10 +139,11 @@ def __dir__() -> list[str]:
 
 if TYPE_CHECKING:
     from memorybus.client import MemoryBus, connect
+    from memorybus.client.admin import Inspection
     from memorybus.client.listing import MemoryPage
     from memorybus.client.subscriptions import Inbox, Subscription
     from memorybus.clock import Clock, ManualClock, SystemClock
-    from memorybus.config import BusPolicy, Config, RankingWeights
+    from memorybus.config import BusPolicy, Config, ConsolidationPolicy, DecayPolicy, GraphPolicy, RankingWeights
     from memorybus.conflicts import Strategy
     from memorybus.errors import (
         BusClosed,
@@ -154,6 +166,7 @@ if TYPE_CHECKING:
     from memorybus.events import Event, EventFilter, EventKind
     from memorybus.ids import derived_id, new_id
     from memorybus.model import MemoryKind, MemoryNode, MemoryStatus, salience
+    from memorybus.prompt import ContextBlock
     from memorybus.retrieval import RecallHit, RecallOptions
     from memorybus.scopes import Context, Level, Scope
     from memorybus.shard import FactResult

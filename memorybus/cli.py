@@ -39,7 +39,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
             spawned: list[object] = []
 
             def spawn(b: memorybus.MemoryBus, names: list[str]) -> list[object]:
-                spawned.extend(fleet.spawn_demo(b, names))
+                spawned.extend(fleet.spawn_demo(script.DemoAgent, b, names))
                 return spawned
 
             try:

@@ -9,36 +9,12 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, fields, replace
 from typing import Any, ClassVar, Literal
 
 from memorybus.errors import ConfigError
-from memorybus.maintenance import ConsolidationPolicy, DecayPolicy
-
-
-def resolve_hook(value: Any, name: str) -> Callable[..., Any] | None:
-    """A pluggable callable given as itself or as an import path ``"package.module:attr"``
-    (``"package.module.attr"`` also works). None stays None. Raises ConfigError when
-    the path does not import or does not name a callable."""
-    if value is None or callable(value):
-        return value
-    if not isinstance(value, str) or not value.strip():
-        raise ConfigError(name, "must be a callable, an import path 'package.module:function', or None")
-    module_name, sep, attr = value.partition(":")
-    if not sep:
-        module_name, _, attr = value.rpartition(".")
-    try:
-        import importlib
-
-        target: Any = importlib.import_module(module_name)
-        for part in attr.split("."):
-            target = getattr(target, part)
-    except (ImportError, AttributeError, ValueError) as exc:
-        raise ConfigError(name, f"cannot import {value!r}: {exc}") from None
-    if not callable(target):
-        raise ConfigError(name, f"{value!r} is not callable")
-    return target
+from memorybus.hooks import resolve_hook
 
 
 def _w(default: Any, provenance: str) -> Any:
@@ -220,6 +196,50 @@ class GraphPolicy:
 
     hops: int = 2
     fanout: int = 16
+
+
+@dataclass(frozen=True, slots=True)
+class DecayPolicy:
+    """Decay: when the forgetting curve archives a memory (see :mod:`memorybus.maintenance`).
+
+    - ``archive_below``: salience under which an active memory is archived.
+    - ``protect_importance``: memories at or above this importance are never archived.
+    - ``min_age_days``: memories younger than this are never archived.
+    - ``interval_seconds``: how often the scheduled sweep runs.
+    """
+
+    archive_below: float = 0.1
+    protect_importance: float = 8.0
+    min_age_days: float = 1.0
+    interval_seconds: float = 3600.0
+
+
+@dataclass(frozen=True, slots=True)
+class ConsolidationPolicy:
+    """Consolidation: episodic memories clustered into semantic ones (see :mod:`memorybus.maintenance`).
+
+    - ``similarity``: cosine to a cluster's centroid needed to join it.
+    - ``min_cluster``: smallest cluster that becomes a semantic memory.
+    - ``window_days``: only episodic memories created this recently are clustered.
+    - ``reflect_importance``: accumulated importance of new episodic memories in a
+      scope that triggers a consolidation of that scope (the reflection trigger).
+    - ``source_decay_factor``: consolidated sources decay this much faster.
+    - ``interval_seconds``: how often the scheduled run happens.
+    - ``max_candidates``: the most recent memories of a scope considered per run.
+    - ``summarizer``: turns a cluster into the text of its semantic memory (e.g. an
+      LLM call): a callable that pickles, or its import path
+      ``"package.module:function"``; None: the extractive summary.
+    """
+
+    similarity: float = 0.75
+    min_cluster: int = 3
+    window_days: float = 30.0
+    reflect_importance: float = 150.0
+    source_decay_factor: float = 3.0
+    interval_seconds: float = 3600.0
+    key_phrases: int = 5
+    max_candidates: int = 2000
+    summarizer: Callable[[Sequence[Any]], str] | str | None = None  # memories -> text
 
 
 @dataclass(frozen=True, slots=True)

@@ -32,9 +32,8 @@ import os
 import uuid
 
 from memorybus.scopes import Scope
-from memorybus.scopes.routing import bucket_of
-
-VERSION = 8
+from memorybus.scopes.routing import ID_VERSION as VERSION
+from memorybus.scopes.routing import bucket_of, bucket_of_id
 
 
 def _with_bucket(raw: bytes, bucket: int) -> str:
@@ -59,19 +58,6 @@ def derived_id(scope: Scope, name: str) -> str:
     id (for upserts keyed by a name, idempotent derived memories)."""
     digest = hashlib.blake2b(f"{scope.key}\x00{name}".encode(), digest_size=16).digest()
     return _with_bucket(digest, bucket_of(scope.key))
-
-
-def bucket_of_id(memory_id: str) -> int | None:
-    """The routing bucket an id carries, or None for an id that carries none."""
-    if not isinstance(memory_id, str) or len(memory_id) != 36:
-        return None
-    try:
-        u = uuid.UUID(memory_id)
-    except ValueError:
-        return None
-    if u.version != VERSION or str(u) != memory_id.lower():
-        return None
-    return int.from_bytes(u.bytes[:2], "big")
 
 
 def fits(memory_id: str, scope: Scope) -> bool:

@@ -14,23 +14,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from memorybus.config import ConsolidationPolicy, DecayPolicy
 from memorybus.ids import derived_id
 from memorybus.model import SECONDS_PER_DAY, MemoryKind, MemoryNode, MemoryStatus, salience_array
 from memorybus.scopes import Scope
-
-
-@dataclass(frozen=True, slots=True)
-class DecayPolicy:
-    """- ``archive_below``: salience under which an active memory is archived.
-    - ``protect_importance``: memories at or above this importance are never archived.
-    - ``min_age_days``: memories younger than this are never archived.
-    - ``interval_seconds``: how often the scheduled sweep runs.
-    """
-
-    archive_below: float = 0.1
-    protect_importance: float = 8.0
-    min_age_days: float = 1.0
-    interval_seconds: float = 3600.0
 
 
 @dataclass(slots=True)
@@ -67,32 +54,6 @@ def plan_decay(nodes: Sequence[MemoryNode], now: float, policy: DecayPolicy) -> 
 
 
 # --------------------------------------------------------------- consolidation
-@dataclass(frozen=True, slots=True)
-class ConsolidationPolicy:
-    """- ``similarity``: cosine to a cluster's centroid needed to join it.
-    - ``min_cluster``: smallest cluster that becomes a semantic memory.
-    - ``window_days``: only episodic memories created this recently are clustered.
-    - ``reflect_importance``: accumulated importance of new episodic memories in a
-      scope that triggers a consolidation of that scope (the reflection trigger).
-    - ``source_decay_factor``: consolidated sources decay this much faster.
-    - ``interval_seconds``: how often the scheduled run happens.
-    - ``max_candidates``: the most recent memories of a scope considered per run.
-    - ``summarizer``: turns a cluster into the text of its semantic memory (e.g. an
-      LLM call): a callable that pickles, or its import path
-      ``"package.module:function"``; None: the extractive summary.
-    """
-
-    similarity: float = 0.75
-    min_cluster: int = 3
-    window_days: float = 30.0
-    reflect_importance: float = 150.0
-    source_decay_factor: float = 3.0
-    interval_seconds: float = 3600.0
-    key_phrases: int = 5
-    max_candidates: int = 2000
-    summarizer: Callable[[Sequence[MemoryNode]], str] | str | None = None
-
-
 #: turns a cluster of memories into the text of one semantic memory (e.g. an LLM call)
 Summarizer = Callable[[Sequence[MemoryNode]], str]
 

@@ -1,8 +1,9 @@
 """Agent actors (the simulation's and the demo's) and the faults that need Ray.
 
-Thin wrappers: the agents' logic is in :mod:`memorybus.simulation.agent` and
-:mod:`memorybus.simulation.demo`; this module only makes actors of them, calls
-them, and kills the bus's actors or a node's raylet when a fault is injected.
+Thin wrappers: the agents' classes are the caller's (:mod:`memorybus.simulation`
+passes them in; nothing here imports it, so the simulation depends on this layer
+and not the other way round); this module only makes actors of them, calls them,
+and kills the bus's actors or a node's raylet when a fault is injected.
 """
 
 from __future__ import annotations
@@ -11,39 +12,18 @@ import os
 import signal
 import time
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from memorybus.actors import embedder_actor_name, hub_actor_name, shard_actor_name
 from memorybus.actors.runtime import unwrap
-from memorybus.client import MemoryBus
 from memorybus.config import Config
 from memorybus.errors import StoreUnavailable
-from memorybus.simulation.agent import SimAgent
-from memorybus.simulation.demo import DemoAgent
-from memorybus.simulation.tasks import AgentSpec, Received, StepResult, StepTask
 
-
-class AgentActor(SimAgent):
-    """An agent as an async actor; ``on_events_<slot>`` receives the pushes of the
-    subscription of its ``slot``-th user."""
-
-    def on_events_0(self, events: list[Any]) -> None:
-        self.on_events(0, events)
-
-    def on_events_1(self, events: list[Any]) -> None:
-        self.on_events(1, events)
-
-    def on_events_2(self, events: list[Any]) -> None:
-        self.on_events(2, events)
-
-    def on_events_3(self, events: list[Any]) -> None:
-        self.on_events(3, events)
-
-    async def ping(self) -> int:
-        return os.getpid()
+if TYPE_CHECKING:  # the client drives this layer; this layer only names its type
+    from memorybus.client import MemoryBus
 
 
 def _here() -> dict[str, Any]:
@@ -52,28 +32,29 @@ def _here() -> dict[str, Any]:
     return {"scheduling_strategy": NodeAffinitySchedulingStrategy(node, soft=False)}
 
 
-def spawn_agents(bus: MemoryBus, specs: Sequence[AgentSpec], run: str, seed: int, op_timeout: float,
+def spawn_agents(agent: type, bus: MemoryBus, specs: Sequence[Any], run: str, seed: int, op_timeout: float,
                  timeout: float = 300.0) -> list[Any]:
-    """One actor per agent, on this node, each subscribed to its users' events."""
-    cls = ray.remote(num_cpus=0.01, max_restarts=0)(AgentActor).options(**_here())
+    """One actor of class ``agent`` per spec, on this node; each is started with its own
+    handle (``start(handle)``: it subscribes to its users' events)."""
+    cls: Any = ray.remote(num_cpus=0.01, max_restarts=0)(agent).options(**_here())
     handles = [cls.remote(bus, spec, run, seed, op_timeout) for spec in specs]
-    ray.get([h.start.remote(h) for h in handles], timeout=timeout)  # type: ignore[attr-defined]
+    ray.get([h.start.remote(h) for h in handles], timeout=timeout)
     return handles
 
 
-def step_agents(handles: Sequence[Any], tasks: Sequence[StepTask]) -> list[Any]:
+def step_agents(handles: Sequence[Any], tasks: Sequence[Any]) -> list[Any]:
     """Start one step on every agent; returns the refs (see :func:`collect`)."""
     return [h.step.remote(t) for h, t in zip(handles, tasks, strict=True)]
 
 
-def collect(refs: Sequence[Any], timeout: float) -> list[StepResult]:
+def collect(refs: Sequence[Any], timeout: float) -> list[Any]:
     try:
         return list(ray.get(list(refs), timeout=timeout))
     except Exception as exc:
         raise unwrap(exc) from None
 
 
-def reports(handles: Sequence[Any], timeout: float = 120.0) -> list[list[Received]]:
+def reports(handles: Sequence[Any], timeout: float = 120.0) -> list[Any]:
     return list(ray.get([h.report.remote() for h in handles], timeout=timeout))
 
 
@@ -157,8 +138,8 @@ def kill_worker_node(config: Config, timeout: float = 60.0) -> str:
 
 
 # -------------------------------------------------------------------- demo
-def spawn_demo(bus: MemoryBus, names: list[str], org: str = "acme", user: str = "u1") -> list[Any]:
-    cls = ray.remote(num_cpus=0.01)(DemoAgent)
+def spawn_demo(agent: type, bus: MemoryBus, names: list[str], org: str = "acme", user: str = "u1") -> list[Any]:
+    cls: Any = ray.remote(num_cpus=0.01)(agent)
     return [cls.remote(bus, org, user, name, f"session-{name}") for name in names]
 
 

@@ -25,9 +25,10 @@ from ray.util import metrics
 
 from memorybus.actors.names import embedder_actor_name
 from memorybus.clock import Clock, SystemClock
-from memorybus.config import Config, resolve_hook
+from memorybus.config import Config, ConsolidationPolicy, DecayPolicy
 from memorybus.errors import InvalidRequest
-from memorybus.maintenance import Cluster, ConsolidationPolicy, DecayPolicy, RunStatus, extractive_summary
+from memorybus.hooks import resolve_hook
+from memorybus.maintenance import Cluster, RunStatus, extractive_summary
 from memorybus.model import MemoryNode
 from memorybus.scopes import Context, shard_name
 from memorybus.validation import check_time

@@ -12,10 +12,10 @@ import numpy as np
 import ray
 
 from memorybus.actors.names import hub_actor_name
-from memorybus.config import Config
+from memorybus.config import Config, ConsolidationPolicy, DecayPolicy
 from memorybus.errors import MemoryBusError, StoreUnavailable
 from memorybus.events import Event, EventFilter
-from memorybus.maintenance import Cluster, ConsolidationPolicy, DecayPolicy
+from memorybus.maintenance import Cluster
 from memorybus.model import MemoryKind, MemoryNode, MemoryStatus
 from memorybus.pubsub.routing import partition_of
 from memorybus.retrieval import RecallHit

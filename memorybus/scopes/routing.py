@@ -14,9 +14,12 @@ to the same shard as its scope: the one shard that may hold it.
 from __future__ import annotations
 
 import hashlib
+import uuid
 from collections.abc import Iterable, Sequence
 
 BUCKETS = 1 << 16
+#: the UUID version field of a memory id that carries its bucket (see :mod:`memorybus.ids`)
+ID_VERSION = 8
 
 
 def shard_name(index: int) -> str:
@@ -26,6 +29,20 @@ def shard_name(index: int) -> str:
 def bucket_of(scope_key: str) -> int:
     """The routing bucket of a scope key (16 bits of its hash)."""
     return int.from_bytes(hashlib.blake2b(scope_key.encode(), digest_size=2).digest(), "big")
+
+
+def bucket_of_id(memory_id: str) -> int | None:
+    """The routing bucket a memory id carries (its first 16 bits), or None for an id
+    that carries none (not a version-8 UUID in canonical form)."""
+    if not isinstance(memory_id, str) or len(memory_id) != 36:
+        return None
+    try:
+        u = uuid.UUID(memory_id)
+    except ValueError:
+        return None
+    if u.version != ID_VERSION or str(u) != memory_id.lower():
+        return None
+    return int.from_bytes(u.bytes[:2], "big")
 
 
 def _weight(key: str, shard: str) -> int:
@@ -64,8 +81,6 @@ class Router:
     def shard_for_id(self, memory_id: str) -> int | None:
         """The one shard that may hold ``memory_id``; None for an id that carries no
         bucket (written before ids did: any shard may hold it)."""
-        from memorybus.ids import bucket_of_id
-
         bucket = bucket_of_id(memory_id)
         return None if bucket is None else self.shard_of_bucket(bucket)
 

@@ -14,6 +14,7 @@ call returned.
 from __future__ import annotations
 
 import asyncio
+import os
 import random
 import time
 from collections.abc import Awaitable, Callable, Sequence
@@ -196,3 +197,23 @@ class SimAgent:
 
 def _hit(h: RecallHit) -> Hit:
     return Hit(h.node.id, h.node.content, h.node.scope.as_tuple(), h.node.key)
+
+
+class AgentActor(SimAgent):
+    """An agent as an async actor; ``on_events_<slot>`` receives the pushes of the
+    subscription of its ``slot``-th user."""
+
+    def on_events_0(self, events: list[Any]) -> None:
+        self.on_events(0, events)
+
+    def on_events_1(self, events: list[Any]) -> None:
+        self.on_events(1, events)
+
+    def on_events_2(self, events: list[Any]) -> None:
+        self.on_events(2, events)
+
+    def on_events_3(self, events: list[Any]) -> None:
+        self.on_events(3, events)
+
+    async def ping(self) -> int:
+        return os.getpid()

@@ -27,6 +27,7 @@ from memorybus.config import BusPolicy, Config
 from memorybus.errors import InvalidRequest
 from memorybus.scopes import Context
 from memorybus.simulation import audit, chaos, report
+from memorybus.simulation.agent import AgentActor
 from memorybus.simulation.grading import Grader, states
 from memorybus.simulation.plan import Planner, Truth, roster
 from memorybus.simulation.redis_server import RedisServer
@@ -186,7 +187,7 @@ def simulate(
             raise InvalidRequest("faults", f"this run cannot inject {sorted(set(config.faults) - set(kinds))} "
                                  "(redis needs --backend redis; node needs --address)")
         faults = chaos.schedule(config.total_steps, kinds, config.shards, config.seed) if config.chaos else []
-        handles = fleet.spawn_agents(bus, run.agents, run.run_id, config.seed, config.op_timeout)
+        handles = fleet.spawn_agents(AgentActor, bus, run.agents, run.run_id, config.seed, config.op_timeout)
         _steps(run, bus, handles, faults, injector, progress)
         return _finish(run, bus, handles, injector, out_dir)
     finally:

@@ -174,7 +174,7 @@ def test_reexecuted_decay_sweep_answers_its_first_counts_and_resumes_a_cut_short
     """A decay sweep commits chunk by chunk; a re-run of a finished sweep answers its
     first counts, and a re-run of one cut short after its first chunk finishes it,
     counting both parts."""
-    from memorybus.maintenance import DecayPolicy
+    from memorybus.config import DecayPolicy
 
     texts = [f"a minor note number {i} about lunch" for i in range(5)]
     shard.put_many(ALICE, [MemoryNode(content=t, scope=USER, importance=1) for t in texts], embedder.encode(texts))

@@ -60,7 +60,7 @@ def test_context_manages_its_own_and_narrower_scopes_only():
 
 
 def test_the_shard_sweeps_only_what_the_caller_manages(shard):
-    from memorybus.maintenance import DecayPolicy
+    from memorybus.config import DecayPolicy
 
     old = 1_000.0  # untouched for decades: below any salience threshold
     nodes = {}
@@ -77,7 +77,7 @@ def test_the_shard_sweeps_only_what_the_caller_manages(shard):
 
 
 def _policy():
-    from memorybus.maintenance import ConsolidationPolicy
+    from memorybus.config import ConsolidationPolicy
 
     return ConsolidationPolicy(min_cluster=1)
 

@@ -5,13 +5,8 @@ import numpy as np
 import pytest
 
 from memorybus import Context, EventKind, ManualClock, MemoryKind, MemoryNode, MemoryStatus, Scope
-from memorybus.maintenance import (
-    ConsolidationPolicy,
-    DecayPolicy,
-    cluster_memories,
-    extractive_summary,
-    plan_decay,
-)
+from memorybus.config import ConsolidationPolicy, DecayPolicy
+from memorybus.maintenance import cluster_memories, extractive_summary, plan_decay
 from memorybus.shard import Shard
 from memorybus.storage.sqlite import SqliteStore
 from memorybus.storage.vectors import EdgeVectorIndex

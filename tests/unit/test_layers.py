@@ -1,0 +1,118 @@
+"""Layers point one way: the package's import graph, read from the source.
+
+Every ``import`` and ``from ... import`` in ``memorybus/`` counts, including the
+ones inside functions (a deferred import is still a dependency); only imports
+under ``if TYPE_CHECKING:`` (annotations) do not. Modules are grouped into units:
+a subpackage (``memorybus.shard``) or a top-level module (``memorybus.model``).
+"""
+
+from __future__ import annotations
+
+import ast
+from collections import defaultdict
+from pathlib import Path
+
+PACKAGE = Path(__file__).resolve().parents[2] / "memorybus"
+
+#: cycles still open, owned elsewhere in issue 12 (item 5: storage/factory.py opens the shard)
+KNOWN_CYCLES = [{"memorybus.shard", "memorybus.storage"}]
+
+
+def _unit(module: str) -> str:
+    return ".".join(module.split(".")[:2])
+
+
+def _imports() -> dict[str, set[str]]:
+    """module -> every module (memorybus or third-party, top name) it imports at run time."""
+    out: dict[str, set[str]] = {}
+    for path in PACKAGE.rglob("*.py"):
+        parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+        module = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+        tree = ast.parse(path.read_text())
+        typing_only = {id(n) for block in ast.walk(tree) if isinstance(block, ast.If)
+                       and "TYPE_CHECKING" in ast.unparse(block.test) for n in ast.walk(block)}  # fmt: skip
+        found: set[str] = set()
+        for node in ast.walk(tree):
+            if id(node) in typing_only:
+                continue
+            if isinstance(node, ast.Import):
+                found |= {a.name for a in node.names}
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                if node.module == "memorybus":  # from memorybus import actors: the submodule
+                    found |= {f"memorybus.{a.name}" for a in node.names if a.name.islower()}
+                else:
+                    found.add(node.module)
+        out[module] = found
+    return out
+
+
+def _unit_graph() -> dict[str, set[str]]:
+    graph: dict[str, set[str]] = defaultdict(set)
+    for module, targets in _imports().items():
+        if module == "memorybus":  # the lazy public facade names everything
+            continue
+        for target in targets:
+            if target.startswith("memorybus.") and _unit(target) != _unit(module):
+                graph[_unit(module)].add(_unit(target))
+    return graph
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[set[str]]:
+    """The strongly connected components with more than one unit (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    out: list[set[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in graph.get(v, ()):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = set()
+            while True:
+                w = stack.pop()
+                component.add(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                out.append(component)
+
+    for v in list(graph):
+        if v not in index:
+            visit(v)
+    return out
+
+
+def test_the_graph_is_read():
+    graph = _unit_graph()
+    assert "memorybus.actors" in graph["memorybus.client"]  # the client drives the Ray layer
+    assert "memorybus.client" in graph["memorybus.simulation"]
+
+
+def test_no_import_cycle_between_units_beyond_the_known_ones():
+    cycles = _cycles(_unit_graph())
+    assert [c for c in cycles if c not in KNOWN_CYCLES] == []
+
+
+def test_the_ray_layer_imports_neither_the_client_nor_the_simulation():
+    graph = _unit_graph()
+    assert "memorybus.simulation" not in graph["memorybus.actors"]
+    assert "memorybus.client" not in graph["memorybus.actors"]
+
+
+def test_pubsub_depends_only_on_the_core():
+    """The hub takes its store and its shard reads as things it defines (pubsub/ports.py)."""
+    allowed = {"memorybus.errors", "memorybus.events", "memorybus.scopes", "memorybus.validation",
+               "memorybus.model", "memorybus.codec"}  # fmt: skip
+    assert _unit_graph()["memorybus.pubsub"] <= allowed
+
+
+def test_only_the_ray_layer_imports_ray():
+    importers = {m for m, targets in _imports().items() if any(t.split(".")[0] == "ray" for t in targets)}
+    assert importers and all(m.startswith("memorybus.actors") for m in importers), importers
