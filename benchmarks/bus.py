@@ -17,27 +17,27 @@ the floor any Ray actor fan-out pays on this machine.
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import shutil
 import statistics
 import sys
 import tempfile
 import time
 import uuid
+from pathlib import Path
 from typing import Any
 
+_ROOT = Path(__file__).resolve().parent.parent
+if str(_ROOT) not in sys.path:
+    sys.path.insert(0, str(_ROOT))
 
-def _env() -> None:
-    os.environ.setdefault("RAY_TMPDIR", tempfile.mkdtemp(prefix="mbb", dir="/tmp"))
-    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
-    os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+from benchmarks.common import emit, parser, prepare_env  # noqa: E402
 
 
 def pct(xs: list[float], q: float) -> float:
-    xs = sorted(xs)
-    return xs[min(len(xs) - 1, round(q / 100 * (len(xs) - 1)))]
+    from memorybus.latency import percentile
+
+    value = percentile(xs, q)
+    return float("nan") if value is None else value
 
 
 def fanout(bus: Any, args: argparse.Namespace) -> dict[str, Any]:
@@ -248,7 +248,7 @@ def resolved_asserts(bus: Any, args: argparse.Namespace) -> dict[str, Any]:
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__)
+    ap = parser(__doc__, data_dir=True)
     ap.add_argument("--subscribers", type=int, default=100)
     ap.add_argument("--events", type=int, default=30, help="broadcasts measured")
     ap.add_argument("--gap", type=float, default=0.05, help="seconds between measured broadcasts")
@@ -258,10 +258,8 @@ def main() -> int:
     ap.add_argument("--batch", type=int, default=50, help="assertions per assert_facts call")
     ap.add_argument("--backend", choices=["embedded", "redis"], default="embedded")
     ap.add_argument("--redis-url", default=None)
-    ap.add_argument("--data-dir", default=None)
-    ap.add_argument("--out", default=None)
     args = ap.parse_args()
-    _env()
+    prepare_env()
     import ray
 
     import memorybus as mb
@@ -284,10 +282,7 @@ def main() -> int:
         ray.shutdown()
         if not args.data_dir:
             shutil.rmtree(data, ignore_errors=True)
-    if args.out:
-        with open(args.out, "w") as fh:
-            json.dump(result, fh, indent=2)
-    print(json.dumps(result, indent=2))
+    emit(result, args.out)
     return 0
 
 

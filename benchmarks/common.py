@@ -6,13 +6,15 @@ private temp directory and keeps every address on loopback.
 
 from __future__ import annotations
 
+import argparse
+import json
 import os
 import random
 import sys
 import tempfile
 import time
-
-import numpy as np
+from pathlib import Path
+from typing import Any
 
 # --------------------------------------------------------------------- env
 
@@ -22,14 +24,32 @@ def prepare_env() -> str:
 
     Must run before ``import ray`` (directly or through ``memorybus``).
     """
+    from memorybus import env
+
     ray_tmp = tempfile.mkdtemp(prefix="mbb-", dir="/tmp")
     os.environ["RAY_TMPDIR"] = ray_tmp
-    os.environ["RAY_USAGE_STATS_ENABLED"] = "0"
-    os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
-    os.environ["HF_HUB_OFFLINE"] = "1"
-    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"  # a Ray started here binds to loopback
+    env.prepare()
     return ray_tmp
+
+
+def parser(doc: str | None, *, data_dir: bool = False, out: bool = True) -> argparse.ArgumentParser:
+    """A benchmark's argument parser: its docstring's first paragraph as description, and
+    the options every benchmark shares (``--data-dir``, ``--out``) when asked for."""
+    p = argparse.ArgumentParser(description=(doc or "").split("\n\n")[0])
+    if data_dir:
+        p.add_argument("--data-dir", default=None, help="bus data dir (default: a fresh temp dir, removed after)")
+    if out:
+        p.add_argument("--out", default=None, help="write the results as JSON to this path")
+    return p
+
+
+def emit(result: Any, out: str | None) -> None:
+    """Print ``result`` as JSON, and write it to ``out`` when given."""
+    text = json.dumps(result, indent=2, default=float)
+    print(text, flush=True)
+    if out:
+        Path(out).write_text(text + "\n")
 
 
 def run_eval_cli(dataset: str, argv: list[str]) -> int:
@@ -79,15 +99,9 @@ def log(msg: str) -> None:
 
 def percentiles_ms(seconds: list[float]) -> dict[str, float]:
     """p50 / p95 / mean / max of a list of durations, in milliseconds."""
-    if not seconds:
-        return {"p50": float("nan"), "p95": float("nan"), "mean": float("nan"), "max": float("nan")}
-    arr = np.asarray(seconds, dtype=np.float64) * 1000.0
-    return {
-        "p50": float(np.percentile(arr, 50)),
-        "p95": float(np.percentile(arr, 95)),
-        "mean": float(arr.mean()),
-        "max": float(arr.max()),
-    }
+    from memorybus.latency import summary_ms
+
+    return summary_ms(seconds, with_max=True) or dict.fromkeys(("p50", "p95", "mean", "max"), float("nan"))
 
 
 # ------------------------------------------------------------------ texts

@@ -13,7 +13,6 @@ Example::
 
 from __future__ import annotations
 
-import argparse
 import json
 import shutil
 import sys
@@ -25,11 +24,11 @@ _ROOT = Path(__file__).resolve().parent.parent
 if str(_ROOT) not in sys.path:
     sys.path.insert(0, str(_ROOT))
 
-from benchmarks.common import make_queries, make_texts, percentiles_ms  # noqa: E402
+from benchmarks.common import make_queries, make_texts, parser, percentiles_ms  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p = parser(__doc__, out=False)
     p.add_argument("--n", type=int, default=100_000)
     p.add_argument("--users", type=int, default=10)
     p.add_argument("--queries", type=int, default=200)

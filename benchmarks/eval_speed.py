@@ -22,8 +22,6 @@ Example::
 
 from __future__ import annotations
 
-import argparse
-import json
 import os
 import shutil
 import sys
@@ -36,11 +34,11 @@ _ROOT = Path(__file__).resolve().parent.parent
 if str(_ROOT) not in sys.path:
     sys.path.insert(0, str(_ROOT))
 
-from benchmarks.common import make_queries, make_texts, percentiles_ms, prepare_env  # noqa: E402
+from benchmarks.common import emit, make_queries, make_texts, parser, percentiles_ms, prepare_env  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p = parser(__doc__)
     p.add_argument("--n", type=int, default=100_000)
     p.add_argument("--users", type=int, default=10)
     p.add_argument("--queries", type=int, default=200)
@@ -54,7 +52,6 @@ def main(argv: list[str] | None = None) -> int:
         default="auto",
         help="Config.query_encoder (auto: this script's synchronous recalls embed the query in this process)",
     )
-    p.add_argument("--out", default=None)
     args = p.parse_args(argv)
     ray_tmp = prepare_env()
     # the raw model (this process) and the bus's embedder take turns on the same cores:
@@ -165,9 +162,7 @@ def main(argv: list[str] | None = None) -> int:
         "ranking": str(ranking),
         "query_encoder": args.query_encoder,
     }
-    print(json.dumps(res, indent=2, default=float))
-    if args.out:
-        Path(args.out).write_text(json.dumps(res, indent=2, default=float) + "\n")
+    emit(res, args.out)
     return 0
 
 

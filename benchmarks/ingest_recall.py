@@ -50,6 +50,7 @@ from benchmarks.common import (  # noqa: E402
     log,
     make_queries,
     make_texts,
+    parser,
     percentiles_ms,
     prepare_env,
 )
@@ -66,10 +67,9 @@ RAY_CPUS = 2
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p = parser(__doc__, data_dir=True)
     p.add_argument("--n", type=int, default=10_000, help="memories to ingest (default 10000)")
     p.add_argument("--queries", type=int, default=200, help="recall queries to time (default 200)")
-    p.add_argument("--data-dir", default=None, help="bus data dir (default: a fresh temp dir, removed after)")
     p.add_argument("--shards", type=int, default=2, help="Config.num_shards (default 2)")
     p.add_argument("--embedders", type=int, default=1, help="Config.embedder_replicas (default 1)")
     p.add_argument(
@@ -79,7 +79,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="Config.embedder_num_cpus (default: the config's, shrunk if the actors do not fit)",
     )
     p.add_argument("--batch", type=int, default=1000, help="items per remember_many call (default 1000)")
-    p.add_argument("--out", default=None, help="write the results as JSON to this path")
     p.add_argument("--seed", type=int, default=0, help="seed of the synthetic texts and queries")
     args = p.parse_args(argv)
     if args.n < 1 or args.queries < 1 or args.batch < 1:

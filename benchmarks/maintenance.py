@@ -12,22 +12,18 @@ on clusters of paraphrases.
 
 from __future__ import annotations
 
-import argparse
-import json
-import os
 import shutil
 import sys
 import tempfile
 import time
 import uuid
+from pathlib import Path
 
+_ROOT = Path(__file__).resolve().parent.parent
+if str(_ROOT) not in sys.path:
+    sys.path.insert(0, str(_ROOT))
 
-def _env() -> None:
-    os.environ.setdefault("RAY_TMPDIR", tempfile.mkdtemp(prefix="mbm", dir="/tmp"))
-    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
-    os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-
+from benchmarks.common import emit, parser, prepare_env  # noqa: E402
 
 TEMPLATES = [
     "{who} mentioned that {event}",
@@ -60,15 +56,13 @@ EVENTS = [
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__)
+    ap = parser(__doc__, data_dir=True)
     ap.add_argument("--nodes", type=int, default=1_000_000)
     ap.add_argument("--shards", type=int, default=4)
     ap.add_argument("--stale", type=float, default=0.05, help="share of nodes old enough to be archived")
     ap.add_argument("--clusters", type=int, default=20, help="consolidation clusters (of 8 paraphrases)")
-    ap.add_argument("--data-dir", default=None)
-    ap.add_argument("--out", default=None)
     args = ap.parse_args()
-    _env()
+    prepare_env()
     import numpy as np
     import ray
 
@@ -156,10 +150,7 @@ def main() -> int:
           f"({d['archived']} archived)")  # type: ignore[index]
     c = result["consolidation"]
     print(f"consolidation: {c['consolidated']} clusters from {c['sources']} memories in {c['seconds']:.2f}s")  # type: ignore[index]
-    print(json.dumps(result, indent=2))
-    if args.out:
-        with open(args.out, "w") as fh:
-            json.dump(result, fh, indent=2)
+    emit(result, args.out)
     return 0
 
 

@@ -11,17 +11,11 @@ import tempfile
 from collections.abc import Iterator, Sequence
 from typing import NoReturn
 
-from memorybus import __version__, cli_manage
-
-
-def _ray_env() -> None:
-    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+from memorybus import __version__, cli_manage, env
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    _ray_env()
+    env.prepare()
     # flags are checked before anything is created: a bad one leaves nothing behind
     if args.shards < 1 or args.num_cpus < 1:
         return _fail("--shards and --num-cpus must be at least 1")
@@ -132,7 +126,7 @@ def _weights(pairs: Sequence[str]) -> dict[str, object]:
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
-    _ray_env()
+    env.prepare()
     # the raw model (this process) and the bus's embedder take turns on the same cores:
     # idle OpenMP threads must sleep, not spin, or each side slows the other down
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")

@@ -20,6 +20,8 @@ from collections.abc import Iterator
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
+from memorybus import env
+
 if TYPE_CHECKING:
     from memorybus.client import MemoryBus
     from memorybus.model import MemoryNode
@@ -94,7 +96,7 @@ def _scope(args: argparse.Namespace) -> Scope | None:
 
 
 def _connect(args: argparse.Namespace) -> MemoryBus:
-    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    env.prepare()
     import memorybus
     from memorybus.cli_progress import progress
 

@@ -18,9 +18,8 @@ from memorybus.actors.maintenance import ConsolidationActor, DecayActor
 from memorybus.actors.names import embedder_actor_name, hub_actor_name, maintenance_name, shard_actor_name
 from memorybus.actors.shard import ShardActor
 from memorybus.config import Config
+from memorybus.env import MODEL_ENV
 from memorybus.scopes import shard_name
-
-_ENV = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
 
 
 def _options(
@@ -43,12 +42,12 @@ def _options(
 
 def shard_options(config: Config, index: int) -> dict[str, Any]:
     return _options(config, shard_actor_name(config, index), config.shard_num_cpus, config.shard_resources,
-                    runtime_env={"env_vars": dict(_ENV)})
+                    runtime_env={"env_vars": dict(MODEL_ENV)})
 
 
 def embedder_options(config: Config, index: int) -> dict[str, Any]:
     return _options(config, embedder_actor_name(config, index), config.embedder_num_cpus, config.embedder_resources,
-                    max_concurrency=1000, runtime_env={"env_vars": dict(_ENV)})
+                    max_concurrency=1000, runtime_env={"env_vars": dict(MODEL_ENV)})
 
 
 def hub_options(config: Config, partition: int) -> dict[str, Any]:

@@ -21,6 +21,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from memorybus.evaluation.report import progress
+from memorybus.latency import summary_ms
 
 #: texts per encode call of the raw side
 CALL = 1024
@@ -29,10 +30,7 @@ BATCH = 32
 
 def percentiles(seconds: Sequence[float]) -> dict[str, float]:
     """p50 / p95 / mean of durations, in milliseconds."""
-    arr = np.asarray(seconds, dtype=np.float64) * 1000.0
-    if not len(arr):
-        return {}
-    return {"p50": float(np.percentile(arr, 50)), "p95": float(np.percentile(arr, 95)), "mean": float(arr.mean())}
+    return summary_ms(seconds)
 
 
 class RawModel:

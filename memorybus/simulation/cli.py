@@ -15,6 +15,8 @@ import sys
 import time
 from typing import Any
 
+from memorybus import env
+
 DEFAULT_OUT = "simulation-out"
 
 
@@ -105,8 +107,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         return _fail(why)
     if os.path.exists(args.out) and not os.path.isdir(args.out):
         return _fail(f"--out {args.out} exists and is not a directory")
-    for name, value in (("RAY_USAGE_STATS_ENABLED", "0"), ("HF_HUB_OFFLINE", "1"), ("TOKENIZERS_PARALLELISM", "false")):
-        os.environ.setdefault(name, value)
+    env.prepare()
     from memorybus.actors import runtime
     from memorybus.simulation import report, runner
 

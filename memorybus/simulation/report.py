@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
+from memorybus.latency import percentile
 from memorybus.simulation.grading import accuracy
 
 if TYPE_CHECKING:
@@ -24,14 +25,6 @@ METHODS = ("recall", "current_fact", "context_for", "pushed", "no_bus")
 KINDS = ("current", "as_of", "finding")
 WRITE_OPS = ("remember", "assert_fact", "broadcast")
 READ_OPS = ("recall", "recall_as_of", "current_fact", "context_for")
-
-
-def percentile(values: Sequence[float], q: float) -> float | None:
-    if not values:
-        return None
-    s = sorted(values)
-    i = min(len(s) - 1, max(0, round(q / 100 * (len(s) - 1))))
-    return s[i]
 
 
 def _ms(values: Sequence[float]) -> dict[str, Any]:

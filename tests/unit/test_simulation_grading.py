@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
+from memorybus.latency import percentile
 from memorybus.simulation import chaos
 from memorybus.simulation.audit import deliveries
 from memorybus.simulation.grading import Grader
 from memorybus.simulation.plan import Truth
-from memorybus.simulation.report import percentile
 from memorybus.simulation.tasks import Ack, AgentSpec, Answer, Hit, Question, Received
 
 ME = ("o0", "u1", "agent01", "")
