@@ -6,8 +6,8 @@ in a module of this package (:mod:`~memorybus.client.memories`,
 :mod:`~memorybus.client.recall`, :mod:`~memorybus.client.facts`,
 :mod:`~memorybus.client.subscriptions`, :mod:`~memorybus.client.maintenance`,
 :mod:`~memorybus.client.listing`, :mod:`~memorybus.client.admin`);
-:class:`~memorybus.client.operation.operation` makes its sync method here and
-its ``*_async`` twin, with the same signature and time limit. Connecting and
+:func:`~memorybus.client.operation.operations` makes its sync method here and
+its ``*_async`` twin, one line each, with the same signature and time limit. Connecting and
 closing are in :mod:`~memorybus.client.life`.
 """
 
@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from memorybus.actors import runtime
 from memorybus.client import admin, facts, life, listing, maintenance, memories, queries, subscriptions
-from memorybus.client.operation import operation
+from memorybus.client.operation import operations
 from memorybus.config import Config
 from memorybus.errors import InvalidRequest, MemoryBusError
 from memorybus.items import build_memory
@@ -53,73 +53,42 @@ class MemoryBus:
         self._owns_ray = False
 
     # ------------------------------------------------------------- operations
-    remember = operation(memories.remember, "write")
-    remember_async = remember.twin
-    remember_many = operation(memories.remember_many, "write")
-    remember_many_async = remember_many.twin
-    remember_turns = operation(memories.remember_turns, None)
-    remember_turns_async = remember_turns.twin
-    get = operation(memories.get, "read")
-    get_async = get.twin
-    update = operation(memories.update, "write")
-    update_async = update.twin
-    forget = operation(memories.forget, "write")
-    forget_async = forget.twin
-    flush = operation(memories.flush, 60)
-    flush_async = flush.twin
-    count = operation(memories.count, 60)
-    count_async = count.twin
+    remember, remember_async = operations(memories.remember, "write")
+    remember_many, remember_many_async = operations(memories.remember_many, "write")
+    remember_turns, remember_turns_async = operations(memories.remember_turns, None)
+    get, get_async = operations(memories.get, "read")
+    update, update_async = operations(memories.update, "write")
+    forget, forget_async = operations(memories.forget, "write")
+    flush, flush_async = operations(memories.flush, 60)
+    count, count_async = operations(memories.count, 60)
 
-    recall = operation(queries.recall, "read")
-    recall_async = recall.twin
-    context_for = operation(queries.context_for, "read")
-    context_for_async = context_for.twin
-    embed = operation(queries.embed, "read")
-    embed_async = embed.twin
-    list_memories = operation(listing.list_memories, "read")
-    list_memories_async = list_memories.twin
+    recall, recall_async = operations(queries.recall, "read")
+    context_for, context_for_async = operations(queries.context_for, "read")
+    embed, embed_async = operations(queries.embed, "read")
+    list_memories, list_memories_async = operations(listing.list_memories, "read")
 
-    assert_fact = operation(facts.assert_fact, "write")
-    assert_fact_async = assert_fact.twin
-    assert_facts = operation(facts.assert_facts, "write")
-    assert_facts_async = assert_facts.twin
-    remember_fact = operation(facts.remember_fact, "write")
-    remember_fact_async = remember_fact.twin
-    current_fact = operation(facts.current_fact, "read")
-    current_fact_async = current_fact.twin
-    history = operation(facts.history, "read")
-    history_async = history.twin
-    broadcast = operation(facts.broadcast, "write")
-    broadcast_async = broadcast.twin
+    assert_fact, assert_fact_async = operations(facts.assert_fact, "write")
+    assert_facts, assert_facts_async = operations(facts.assert_facts, "write")
+    remember_fact, remember_fact_async = operations(facts.remember_fact, "write")
+    current_fact, current_fact_async = operations(facts.current_fact, "read")
+    history, history_async = operations(facts.history, "read")
+    broadcast, broadcast_async = operations(facts.broadcast, "write")
 
-    subscribe = operation(subscriptions.subscribe, 120)
-    subscribe_async = subscribe.twin
-    unsubscribe = operation(subscriptions.unsubscribe, 60)
-    unsubscribe_async = unsubscribe.twin
-    subscription_cursors = operation(subscriptions.subscription_cursors, 60)
-    subscription_cursors_async = subscription_cursors.twin
-    bus_stats = operation(subscriptions.bus_stats, 60)
-    bus_stats_async = bus_stats.twin
+    subscribe, subscribe_async = operations(subscriptions.subscribe, 120)
+    unsubscribe, unsubscribe_async = operations(subscriptions.unsubscribe, 60)
+    subscription_cursors, subscription_cursors_async = operations(subscriptions.subscription_cursors, 60)
+    bus_stats, bus_stats_async = operations(subscriptions.bus_stats, 60)
 
-    run_decay = operation(maintenance.run_decay, 600)
-    run_decay_async = run_decay.twin
-    run_consolidation = operation(maintenance.run_consolidation, 600)
-    run_consolidation_async = run_consolidation.twin
-    schedule_maintenance = operation(maintenance.schedule_maintenance, 60)
-    schedule_maintenance_async = schedule_maintenance.twin
-    maintenance_status = operation(maintenance.maintenance_status, 60)
-    maintenance_status_async = maintenance_status.twin
+    run_decay, run_decay_async = operations(maintenance.run_decay, 600)
+    run_consolidation, run_consolidation_async = operations(maintenance.run_consolidation, 600)
+    schedule_maintenance, schedule_maintenance_async = operations(maintenance.schedule_maintenance, 60)
+    maintenance_status, maintenance_status_async = operations(maintenance.maintenance_status, 60)
 
-    export = operation(admin.export, None)
-    export_async = export.twin
-    import_ = operation(admin.import_, None)
-    import_async = import_.twin
-    stats = operation(admin.stats, 120)
-    stats_async = stats.twin
-    hub_stats = operation(admin.hub_stats, 60)
-    hub_stats_async = hub_stats.twin
-    inspect = operation(admin.inspect, None)
-    inspect_async = inspect.twin
+    export, export_async = operations(admin.export, None)
+    import_, import_async = operations(admin.import_, None)
+    stats, stats_async = operations(admin.stats, 120)
+    hub_stats, hub_stats_async = operations(admin.hub_stats, 60)
+    inspect, inspect_async = operations(admin.inspect, None)
 
     # -------------------------------------------------------------- lifecycle
     @property

@@ -9,8 +9,7 @@ generator function's signature and docstring, and the same time limit
 number of seconds, or None: no limit), read from the handle's config at each call
 (so :meth:`~memorybus.client.MemoryBus.with_timeout` applies). In a class body::
 
-    recall = operation(reads.recall, "read")
-    recall_async = recall.twin
+    recall, recall_async = operations(queries.recall, "read")
 
 The checks every operation shares (a context, a memory id, enum lists) live here too.
 """
@@ -101,6 +100,15 @@ class _Twin(Generic[P, T]):
 
     def __get__(self, bus: object | None, owner: type | None = None) -> Any:
         return self._fn if bus is None else types.MethodType(self._fn, bus)
+
+
+def operations(fn: Callable[Concatenate[Any, P], Op[T]], limit: Limit) -> tuple[operation[P, T], _Twin[P, T]]:
+    """The sync method of ``fn`` and its async twin, for one line of a class body::
+
+        recall, recall_async = operations(queries.recall, "read")
+    """
+    sync = operation(fn, limit)
+    return sync, sync.twin
 
 
 # ------------------------------------------------------------ shared checks
