@@ -18,6 +18,7 @@ from memorybus.config import ConsolidationPolicy, DecayPolicy
 from memorybus.ids import derived_id
 from memorybus.model import SECONDS_PER_DAY, MemoryKind, MemoryNode, MemoryStatus, salience_array
 from memorybus.scopes import Scope
+from memorybus.words import STOP_WORDS
 
 
 @dataclass(slots=True)
@@ -147,99 +148,6 @@ def _merge_close(members: list[list[MemoryNode]], sums: np.ndarray, unit: np.nda
 
 
 _WORD = re.compile(r"[A-Za-z][A-Za-z'\-]+")
-_STOP = frozenset(
-    [
-        "a",
-        "an",
-        "the",
-        "and",
-        "or",
-        "but",
-        "if",
-        "then",
-        "of",
-        "to",
-        "in",
-        "on",
-        "at",
-        "by",
-        "for",
-        "with",
-        "from",
-        "as",
-        "is",
-        "are",
-        "was",
-        "were",
-        "be",
-        "been",
-        "being",
-        "it",
-        "its",
-        "this",
-        "that",
-        "these",
-        "those",
-        "i",
-        "you",
-        "he",
-        "she",
-        "we",
-        "they",
-        "me",
-        "him",
-        "her",
-        "us",
-        "them",
-        "my",
-        "your",
-        "his",
-        "our",
-        "their",
-        "said",
-        "says",
-        "say",
-        "about",
-        "into",
-        "over",
-        "after",
-        "before",
-        "just",
-        "very",
-        "really",
-        "so",
-        "too",
-        "not",
-        "no",
-        "yes",
-        "do",
-        "does",
-        "did",
-        "have",
-        "has",
-        "had",
-        "will",
-        "would",
-        "can",
-        "could",
-        "should",
-        "there",
-        "here",
-        "what",
-        "when",
-        "where",
-        "who",
-        "how",
-        "which",
-        "also",
-        "than",
-        "more",
-        "most",
-        "some",
-        "any",
-        "all",
-    ]
-)
 
 
 def extractive_summary(members: Sequence[MemoryNode], key_phrases: int = 5) -> str:
@@ -253,7 +161,7 @@ def extractive_summary(members: Sequence[MemoryNode], key_phrases: int = 5) -> s
     have = {w.lower() for w in _WORD.findall(central)}
     counts: Counter[str] = Counter()
     for m in members:
-        counts.update({w.lower() for w in _WORD.findall(m.content)} - _STOP)
+        counts.update({w.lower() for w in _WORD.findall(m.content)} - STOP_WORDS)
     extra = [w for w, c in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])) if w not in have and c >= 2]
     summary = central
     if extra[:key_phrases]:
