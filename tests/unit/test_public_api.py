@@ -48,3 +48,28 @@ def test_what_public_calls_return_is_exported():
     for method, name in returns.items():
         assert getattr(MemoryBus, method).__signature__.return_annotation == name
         assert name in memorybus.__all__
+
+
+def _architecture() -> set[str]:
+    """The module paths the README's Architecture block lists (one line per module)."""
+    text = README.read_text()
+    block = text[text.index("## Architecture") :].split("```")[1]
+    listed: set[str] = set()
+    package = ""
+    for line in block.splitlines():
+        name = line.strip().split(" ")[0] if line.strip() else ""
+        if line.startswith("  ") and not line.startswith("    ") and name:
+            package = name if name.endswith("/") else ""
+            if not package:
+                listed.add(name)
+        elif line.startswith("    ") and package and name.endswith(".py"):
+            listed.add(package + name)
+    return listed
+
+
+def test_the_readme_architecture_lists_every_module_once():
+    root = README.parent / "memorybus"
+    modules = {str(p.relative_to(root)) for p in root.rglob("*.py") if p.name != "__init__.py"}
+    listed = _architecture()
+    assert sorted(modules - listed) == [], "modules missing from the README's Architecture"
+    assert sorted(n for n in listed - modules if not n.endswith("__init__.py")) == []
