@@ -16,6 +16,7 @@ from ray import cloudpickle
 
 from memorybus.actors.runtime import pick_one
 from memorybus.config import Config
+from memorybus.errors import ConfigError
 from memorybus.events import Event, EventFilter
 from memorybus.pubsub.hub import Hub
 from memorybus.pubsub.ports import KeyValue
@@ -25,8 +26,11 @@ from memorybus.storage.kv import RedisKV, SqliteKV
 
 
 def _kv(config: Config, partition: int) -> KeyValue:
+    """The partition's durable state. Its stored name (``bus-<n>``) predates the hub's
+    actor name and is kept, so existing data directories and Redis keys stay readable."""
     if config.backend == "redis":
-        assert config.redis_url is not None
+        if config.redis_url is None:  # Config refuses this; kept for the type checker
+            raise ConfigError("redis_url", "is required when backend='redis'")
         return RedisKV(config.redis_url, f"mb:{{{config.namespace}:bus-{partition}}}:kv")
     return SqliteKV(os.path.join(os.path.abspath(config.data_dir), f"bus-{partition}", "bus.sqlite"))
 
