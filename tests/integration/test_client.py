@@ -74,6 +74,52 @@ def test_async_api(bus):
     assert hits[0].node.id == a.id and got.id == a.id and upd.importance == 9 and gone
 
 
+def test_every_operation_runs_in_its_async_form(bus, tmp_path):
+    """The twins that only the one-definition client gave (count, facts by triple,
+    subscriptions, maintenance, the operator's calls) answer as their sync forms do; an
+    async subscription's coroutine callback runs on the caller's event loop."""
+    o = org()
+    ctx = Context(o, "u1", "ops")
+    admin = Context(o)
+
+    async def main():
+        loop = asyncio.get_running_loop()
+        seen: list = []
+
+        async def on_events(events):
+            assert asyncio.get_running_loop() is loop
+            seen.extend(events)
+
+        sub = await bus.subscribe_async(ctx, callback=on_events, name="twins")
+        node = await bus.remember_async("the fire drill is on thursday", ctx)
+        fact = await bus.remember_fact_async("Dana", "works_at", "Initech", ctx)
+        counted = await bus.count_async()
+        stats = await bus.stats_async()
+        shown = await bus.inspect_async(node.id)
+        embedded = await bus.embed_async("fire drill")
+        decay = await bus.run_decay_async(admin)
+        status = await bus.maintenance_status_async()
+        await bus.flush_async()
+        for _ in range(100):
+            if {e.node.id for e in seen if e.node is not None} >= {node.id, fact.node.id}:
+                break
+            await asyncio.sleep(0.1)
+        cursors = await bus.subscription_cursors_async("twins", ctx)
+        await asyncio.to_thread(sub.stop)  # the listener may be handing the loop a batch
+        gone = await bus.unsubscribe_async("twins", ctx)
+        written = await bus.export_async(tmp_path / "o.mbx", within=Scope(o))
+        return node, fact, counted, stats, shown, embedded, decay, status, seen, cursors, gone, written
+
+    node, fact, counted, stats, shown, embedded, decay, status, seen, cursors, gone, written = asyncio.run(main())
+    assert counted == bus.count() and stats["memories"] == counted
+    assert shown.node.id == node.id and fact.outcome == "created"
+    assert embedded.shape == (1, bus.config.embedding_dim)
+    assert decay["runs"] >= 1 and set(status) == {"decay", "consolidation"}
+    assert {e.node.id for e in seen if e.node is not None} >= {node.id, fact.node.id}
+    assert cursors and gone is True
+    assert written["nodes"] == 2 and bus.export(tmp_path / "o2.mbx", within=Scope(o))["nodes"] == 2
+
+
 def test_user_isolation_across_shards(bus):
     o = org()
     u1 = Context(o, "u1", "assistant", "s1")
