@@ -39,6 +39,7 @@ _EXPORTS = {
     "RankingWeights": "memorybus.config",
     "Inspection": "memorybus.client.admin",
     "ContextBlock": "memorybus.prompt",
+    "ActorUnavailable": "memorybus.errors",
     "BusClosed": "memorybus.errors",
     "ConfigError": "memorybus.errors",
     "DeliveryFailed": "memorybus.errors",
@@ -54,6 +55,7 @@ _EXPORTS = {
     "ScopeViolation": "memorybus.errors",
     "StoreMismatch": "memorybus.errors",
     "StoreUnavailable": "memorybus.errors",
+    "Unavailable": "memorybus.errors",
     "VersionConflict": "memorybus.errors",
     "Event": "memorybus.events",
     "EventFilter": "memorybus.events",
@@ -73,6 +75,7 @@ _EXPORTS = {
 }
 
 __all__ = [
+    "ActorUnavailable",
     "BusClosed",
     "BusPolicy",
     "Clock",
@@ -116,6 +119,7 @@ __all__ = [
     "Strategy",
     "Subscription",
     "SystemClock",
+    "Unavailable",
     "VersionConflict",
     "connect",
     "derived_id",
@@ -146,6 +150,7 @@ if TYPE_CHECKING:
     from memorybus.config import BusPolicy, Config, ConsolidationPolicy, DecayPolicy, GraphPolicy, RankingWeights
     from memorybus.conflicts import Strategy
     from memorybus.errors import (
+        ActorUnavailable,
         BusClosed,
         ConfigError,
         DeliveryFailed,
@@ -161,6 +166,7 @@ if TYPE_CHECKING:
         ScopeViolation,
         StoreMismatch,
         StoreUnavailable,
+        Unavailable,
         VersionConflict,
     )
     from memorybus.events import Event, EventFilter, EventKind

@@ -33,7 +33,7 @@ def _pack(kind: str, payload: dict[str, Any]) -> bytes:
 def _unpack(blob: bytes, kind: str) -> dict[str, Any]:
     try:
         env = msgpack.unpackb(blob, raw=False, strict_map_key=True)
-    except Exception as exc:
+    except (ValueError, TypeError) as exc:  # msgpack's errors (ExtraData, FormatError, ...) are ValueErrors
         raise InvalidMemory("envelope", f"not a msgpack envelope: {exc}") from None
     if not isinstance(env, dict) or env.get("v") not in READABLE_VERSIONS or env.get("t") != kind:
         raise InvalidMemory("envelope", f"expected {kind!r} schema {READABLE_VERSIONS}, got {env!r:.80}")

@@ -110,7 +110,13 @@ class DeliveryFailed(MemoryBusError):  # noqa: N818 - public API name
         return f"subscription {self.name!r} stopped: its callback failed: {self.detail}"
 
 
-class StoreUnavailable(MemoryBusError):  # noqa: N818 - public API name
+class Unavailable(MemoryBusError):  # noqa: N818 - public API name
+    """A part of the bus cannot serve now: its durable store
+    (:class:`StoreUnavailable`) or one of its actors (:class:`ActorUnavailable`).
+    Nothing is known to have changed; a later retry may succeed."""
+
+
+class StoreUnavailable(Unavailable):
     """The durable store (SQLite file, Redis server) could not be reached or failed."""
 
     def __init__(self, backend: str, detail: str) -> None:
@@ -137,6 +143,21 @@ class OutcomeUnknown(StoreUnavailable):
     def __str__(self) -> str:
         return (f"store unavailable ({self.backend}): {self.detail}; the write may have been applied: "
                 f"retry with op_id={self.op_id!r} to learn its outcome")
+
+
+class ActorUnavailable(Unavailable):
+    """A bus actor (a shard, an embedder, a bus or maintenance actor) died, is
+    restarting, or cannot be reached; ``actor`` names it (its Ray name, else its
+    class or id). Ray restarts the bus's actors: a retry with the same ``op_id``
+    answers a write's outcome, never a second copy."""
+
+    def __init__(self, actor: str, detail: str) -> None:
+        super().__init__(actor, detail)
+        self.actor = actor
+        self.detail = detail
+
+    def __str__(self) -> str:
+        return f"actor unavailable ({self.actor or 'unknown actor'}): {self.detail}"
 
 
 class OperationTimeout(MemoryBusError, TimeoutError):  # noqa: N818 - public API name

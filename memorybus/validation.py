@@ -16,6 +16,7 @@ from __future__ import annotations
 import math
 import re
 from datetime import UTC, datetime
+from typing import Literal, overload
 
 from memorybus.errors import MemoryBusError
 
@@ -36,6 +37,14 @@ def check_text(name: str, value: object, error: type[MemoryBusError]) -> str:
     if not is_text(value):
         raise error(name, "contains a lone surrogate (not valid Unicode text)")
     return value
+
+
+@overload
+def check_time(name: str, value: object, error: type[MemoryBusError], *, optional: Literal[False] = False) -> float: ...
+
+
+@overload
+def check_time(name: str, value: object, error: type[MemoryBusError], *, optional: bool) -> float | None: ...
 
 
 def check_time(name: str, value: object, error: type[MemoryBusError], *, optional: bool = False) -> float | None:

@@ -92,7 +92,7 @@ def replace_dead(handles: list[Any], create: Callable[[int], Any], probe: str, t
             with contextlib.suppress(Exception):
                 ray.kill(out[i], no_restart=True)
             out[i] = create(i)
-        except Exception:  # alive but failing: the readiness check reports it
+        except ray.exceptions.RayError:  # alive but failing: the readiness check reports it
             pass
     return out
 
@@ -105,7 +105,7 @@ def alive_shards(config: Config, count: int) -> list[str]:
         try:
             handle = ray.get_actor(name, namespace=config.namespace)
             ray.get(handle.pid.remote(), timeout=10)
-        except Exception:  # absent or dead
+        except (ValueError, ray.exceptions.RayError):  # absent (ValueError) or dead
             continue
         alive.append(name)
     return alive

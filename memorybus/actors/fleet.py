@@ -20,7 +20,7 @@ from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 from memorybus.actors import embedder_actor_name, hub_actor_name, shard_actor_name
 from memorybus.actors.runtime import unwrap
 from memorybus.config import Config
-from memorybus.errors import StoreUnavailable
+from memorybus.errors import ActorUnavailable, StoreUnavailable
 
 if TYPE_CHECKING:  # the client drives this layer; this layer only names its type
     from memorybus.client import MemoryBus
@@ -50,7 +50,7 @@ def step_agents(handles: Sequence[Any], tasks: Sequence[Any]) -> list[Any]:
 def collect(refs: Sequence[Any], timeout: float) -> list[Any]:
     try:
         return list(ray.get(list(refs), timeout=timeout))
-    except Exception as exc:
+    except ray.exceptions.RayError as exc:
         raise unwrap(exc) from None
 
 
@@ -62,7 +62,7 @@ def kill_all(handles: Sequence[Any]) -> None:
     for h in handles:
         try:
             ray.kill(h, no_restart=True)
-        except Exception:  # already gone
+        except (ValueError, ray.exceptions.RayError):  # already gone
             continue
 
 
@@ -72,8 +72,8 @@ def kill_bus_actor(config: Config, kind: str, index: int = 0) -> str:
     name = {"shard": shard_actor_name, "embedder": embedder_actor_name, "hub": hub_actor_name}[kind](config, index)
     try:
         ray.kill(ray.get_actor(name, namespace=config.namespace), no_restart=False)
-    except Exception as exc:
-        raise StoreUnavailable("ray", f"could not kill {name}: {exc}") from None
+    except (ValueError, ray.exceptions.RayError) as exc:
+        raise ActorUnavailable(name, f"could not kill it: {exc}") from None
     return name
 
 

@@ -20,23 +20,31 @@ import uuid
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import numpy as np
 import ray
 from ray.util import metrics
 
-from memorybus.actors.names import embedder_actor_name
+from memorybus.actors.names import embedder_actor_name, shard_actor_name
+from memorybus.actors.runtime import unwrap
 from memorybus.clock import Clock, SystemClock
 from memorybus.config import Config, ConsolidationPolicy, DecayPolicy
-from memorybus.errors import InvalidRequest
+from memorybus.errors import InvalidRequest, MemoryBusError
 from memorybus.hooks import resolve_hook
 from memorybus.maintenance import Cluster, RunStatus, extractive_summary
 from memorybus.model import MemoryNode
-from memorybus.scopes import Context, shard_name
+from memorybus.scopes import Context
 from memorybus.validation import check_time
+
+
+def spread(items: list[str], replicas: int) -> list[list[str]]:
+    """``items`` in at most ``replicas`` contiguous, non-empty shares of near-equal size."""
+    per = -(-len(items) // max(1, replicas))
+    return [items[i : i + per] for i in range(0, len(items), per)] if items else []
 
 
 def _shards(config: Config) -> list[Any]:
     ns = config.namespace
-    return [ray.get_actor(f"{ns}:{shard_name(i)}", namespace=ns) for i in range(config.num_shards)]
+    return [ray.get_actor(shard_actor_name(config, i), namespace=ns) for i in range(config.num_shards)]
 
 
 class _Scheduled:
@@ -67,7 +75,6 @@ class _Scheduled:
         if now is None:
             return clock
         when = check_time("now", now, InvalidRequest)
-        assert when is not None
         if when > clock + self.config.maintenance_max_future_seconds:
             raise InvalidRequest(
                 "now", f"is {when - clock:.0f} s in the future (at most "
@@ -86,10 +93,11 @@ class _Scheduled:
         started = time.perf_counter()
         try:
             counts = await self._run(when, within=within, **kw)
-        except Exception as exc:
-            self.status_.failed(when, time.perf_counter() - started, repr(exc))
+        except (MemoryBusError, ray.exceptions.RayError) as exc:
+            err = unwrap(exc)  # a shard's own error, or which actor was unavailable
+            self.status_.failed(when, time.perf_counter() - started, repr(err))
             self._errors.inc(1, tags=self._tags)
-            raise
+            raise err from None
         duration = time.perf_counter() - started
         self.status_.succeeded(when, duration, counts)
         self._runs.inc(1, tags=self._tags)
@@ -106,7 +114,7 @@ class _Scheduled:
     async def _loop(self, interval: float) -> None:
         while True:
             await asyncio.sleep(interval)
-            with contextlib.suppress(Exception):  # recorded in status; the schedule goes on
+            with contextlib.suppress(MemoryBusError):  # recorded in status; the schedule goes on
                 await self.run_once()
 
     async def start(self, interval: float | None = None) -> bool:
@@ -168,9 +176,16 @@ class ConsolidationActor(_Scheduled):
         self.interval = self.policy.interval_seconds
         self.summarizer = summarizer or resolve_hook(self.policy.summarizer, "consolidation.summarizer")
 
-    def _embedder(self) -> Any:
+    async def _encode(self, texts: list[str]) -> np.ndarray:
+        """Embed ``texts`` on the bus's embedder pool: one contiguous share per replica,
+        in parallel (the same replicas the clients use)."""
         ns = self.config.namespace
-        return ray.get_actor(embedder_actor_name(self.config, 0), namespace=ns)
+        pool = [ray.get_actor(embedder_actor_name(self.config, i), namespace=ns)
+                for i in range(self.config.embedder_replicas)]
+        shares = spread(texts, len(pool))
+        calls = [e.encode.remote(share) for e, share in zip(pool, shares, strict=False)]
+        parts: list[Any] = await asyncio.gather(*calls)
+        return np.concatenate([np.asarray(p, dtype=np.float32) for p in parts])
 
     async def _run(
         self,
@@ -192,7 +207,7 @@ class ConsolidationActor(_Scheduled):
             (self.summarizer or (lambda ms: extractive_summary(ms, self.policy.key_phrases)))(c.members)
             for _, c in work
         ]
-        vectors = await self._embedder().encode.remote(texts)
+        vectors = await self._encode(texts)
         if pause_before_apply:
             await asyncio.sleep(pause_before_apply)
         results = await asyncio.gather(

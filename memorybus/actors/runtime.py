@@ -24,7 +24,7 @@ import ray
 import ray.exceptions as rex
 
 from memorybus.config import Config
-from memorybus.errors import BusClosed, ConfigError, MemoryBusError, OperationTimeout, StoreUnavailable
+from memorybus.errors import ActorUnavailable, BusClosed, ConfigError, MemoryBusError, OperationTimeout
 
 log = logging.getLogger("memorybus")
 
@@ -57,21 +57,37 @@ class Within:
 
 
 def unwrap(exc: BaseException) -> BaseException:
-    """Ray's wrappers turned back into memorybus errors."""
+    """Ray's wrappers turned back into memorybus errors: the actor's own error as it
+    raised it; a stopped bus as :class:`BusClosed`; a wait past its time as
+    :class:`OperationTimeout`; an actor that died, restarts or cannot be reached (and
+    any other failure of Ray itself) as :class:`ActorUnavailable` naming the actor."""
     if isinstance(exc, rex.RayTaskError):
         cause = exc.cause
         if isinstance(cause, BaseException):
             return unwrap(cause)
-        return StoreUnavailable("ray", str(exc))
+        return ActorUnavailable(_actor_name(exc), f"the call failed in Ray: {exc}")
     if isinstance(exc, rex.ActorDiedError) and "ray.kill" in str(exc):
         return BusClosed(_field(str(exc), "namespace"), "its actors were stopped (closed or shut down)")
     if isinstance(exc, rex.GetTimeoutError):
         return OperationTimeout(None)
     if isinstance(exc, rex.RayActorError | rex.ActorUnavailableError):
-        return StoreUnavailable("ray", f"actor unavailable: {exc}")
+        return ActorUnavailable(_actor_name(exc), _first_line(exc))
     if isinstance(exc, rex.RayError) and not isinstance(exc, MemoryBusError):
-        return StoreUnavailable("ray", str(exc))
+        return ActorUnavailable(_actor_name(exc), f"{type(exc).__name__}: {_first_line(exc)}")
     return exc
+
+
+def _actor_name(exc: BaseException) -> str:
+    """The actor a Ray error is about: its name, else its class, else its id."""
+    text = str(exc)
+    return _field(text, "name") or _field(text, "class_name") or str(getattr(exc, "actor_id", None) or "")
+
+
+def _first_line(exc: BaseException) -> str:
+    """What Ray says happened, without its multi-line report of the actor."""
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    tail = [line for line in lines[1:] if ": " not in line or not line.split(": ", 1)[0].isidentifier()]
+    return " ".join(lines[:1] + tail[:1])
 
 
 def in_ray_worker() -> bool:
@@ -112,7 +128,7 @@ def _get_settled(refs: list[Any], deadline: _Deadline) -> list[Any]:
             out.append(ray.get(ref, timeout=deadline.left()))
         except rex.GetTimeoutError:
             out.append(deadline.error())
-        except Exception as exc:
+        except rex.RayError as exc:
             out.append(unwrap(exc))
     return out
 
@@ -135,7 +151,7 @@ def run_sync(op: Op[T], timeout: float | None = None) -> T:
             except rex.GetTimeoutError:
                 wanted = op.throw(wait.error())
                 continue
-            except Exception as exc:
+            except rex.RayError as exc:  # the actor's own errors arrive wrapped in RayTaskError
                 wanted = op.throw(unwrap(exc))
                 continue
             wanted = op.send(result)
@@ -169,7 +185,7 @@ async def run_async(op: Op[T], timeout: float | None = None) -> T:
             except TimeoutError:
                 wanted = op.throw(wait.error())
                 continue
-            except Exception as exc:
+            except rex.RayError as exc:  # the actor's own errors arrive wrapped in RayTaskError
                 wanted = op.throw(unwrap(exc))
                 continue
             wanted = op.send(result)
@@ -224,7 +240,7 @@ def _running_rays() -> list[str]:
         from ray._private.services import find_gcs_addresses
 
         return list(find_gcs_addresses())
-    except Exception:  # pragma: no cover - private Ray API moved
+    except (ImportError, AttributeError, OSError):  # pragma: no cover - private Ray API moved
         return []
 
 

@@ -13,7 +13,7 @@ import ray
 
 from memorybus.actors.names import hub_actor_name
 from memorybus.config import Config, ConsolidationPolicy, DecayPolicy
-from memorybus.errors import MemoryBusError, StoreUnavailable
+from memorybus.errors import StoreUnavailable
 from memorybus.events import Event, EventFilter
 from memorybus.maintenance import Cluster
 from memorybus.model import MemoryKind, MemoryNode, MemoryStatus
@@ -74,9 +74,7 @@ class ShardActor:
         now (or refuses to serve) raises to this call, and the next call tries again."""
         try:
             return open_shard(self.config, self.name, on_events=self._publish)
-        except MemoryBusError:
-            raise
-        except Exception as exc:
+        except OSError as exc:  # its directory: a disk that is full, gone or read-only
             raise StoreUnavailable("shard", f"{self.name} could not open: {exc!r}") from exc
 
     def close(self) -> None:
@@ -124,9 +122,9 @@ class ShardActor:
                     queued = None
                 try:
                     shard = self._shard
-                    if shard is not None and shard.touches_due():
+                    if shard is not None and (shard.touches_due() or shard.index.stale):
                         queued = me.flush_touches.remote()
-                except Exception:
+                except ray.exceptions.RayError:  # the actor is going away: the next tick retries
                     queued = None
 
         threading.Thread(target=tick, name="touch-flush", daemon=True).start()
@@ -153,7 +151,10 @@ class ShardActor:
         for partition, evs in groups.items():
             hub = self._hub(partition)
             if hub is not None:
-                hub.publish.remote(evs)
+                try:
+                    hub.publish.remote(evs)
+                except ray.exceptions.RayError:  # live push is best effort: the log has the events
+                    self._hubs.pop(partition, None)
 
     def assert_fact(
         self,
@@ -363,11 +364,13 @@ class ShardActor:
     def flush_touches(self) -> int:
         """The timer's flush: writes pending access statistics of an open shard (a
         closed one has flushed them and stays closed). It never waits for the store:
-        statistics another write holds up stay pending for the next tick."""
+        statistics another write holds up stay pending for the next tick. A stale vector
+        index is rebuilt here too."""
         shard = self._shard
         if shard is None:
             return 0
         with shard.gate.write():
+            shard.repair_index()
             return shard.flush(wait=False)
 
     @ray.method(concurrency_group="reads")

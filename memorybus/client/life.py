@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from memorybus.actors import runtime
 from memorybus.config import Config
-from memorybus.errors import BusClosed, ConfigError, MemoryBusError, StoreUnavailable
+from memorybus.errors import ActorUnavailable, BusClosed, ConfigError, MemoryBusError
 
 if TYPE_CHECKING:
     from memorybus.client import MemoryBus
@@ -128,8 +128,8 @@ def wait_placed(refs: list[Any], names: list[str], started: float, limit: float 
         waited = time.monotonic() - started
         if waited >= limit:
             missing = [n for n, r in zip(names, refs, strict=True) if r in pending]
-            raise StoreUnavailable(
-                "ray",
+            raise ActorUnavailable(
+                ", ".join(missing),
                 f"actors not ready after {limit:.0f}s: {', '.join(missing)}; does the cluster have the CPUs "
                 "and custom resources they ask for (Config.shard_num_cpus/shard_resources, "
                 "embedder_num_cpus/embedder_resources)?",

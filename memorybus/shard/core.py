@@ -5,7 +5,7 @@ maintenance are its mixins (:mod:`.writes`, :mod:`.facts`, :mod:`.maintenance`).
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 import numpy as np
 
@@ -32,6 +32,7 @@ from memorybus.retrieval.reader import RecallReader
 from memorybus.scopes import Context, Scope
 from memorybus.shard.facts import FactsMixin
 from memorybus.shard.gate import Gate
+from memorybus.shard.index import SearchIndex
 from memorybus.shard.maintenance import MaintenanceMixin
 from memorybus.shard.ops import OpsMixin
 from memorybus.shard.transfer import TransferMixin
@@ -69,7 +70,6 @@ class Shard(OpsMixin, WritesMixin, FactsMixin, MaintenanceMixin, TransferMixin):
         #: a new memory in a scope routed elsewhere is refused, so an id lives on one shard
         self.owns = owns
         self.store = store
-        self.index = index
         self.dim = dim
         self.clock = clock or SystemClock()
         self.ranking = ranking or RankingWeights()
@@ -92,24 +92,24 @@ class Shard(OpsMixin, WritesMixin, FactsMixin, MaintenanceMixin, TransferMixin):
         self._last_flush = time.monotonic()
         self._first_touch = self._last_flush
         self._recall = RecallReader(self)  # derived read-side indexes (keyword, sessions)
+        #: the vector index, answered from memory while it is stale (see :mod:`.index`)
+        self.index = SearchIndex(index, self._recall.structure.vectors, self._nodes.get)
         self.rebuild()
 
     # ----------------------------------------------------------------- startup
     def rebuild(self) -> int:
-        """Rebuild cache and vector index from the store; returns the record count."""
-        self.index.reset()
+        """Rebuild cache and vector index from the store; returns the record count.
+        Raises IndexUnavailable when the index cannot be rebuilt."""
         self._nodes.clear()
         self._hashes.clear()
         self._recall.reset()
-        batch: list[MemoryNode] = []
-        for node in self.store.iter_all():
-            if node.embedding is not None:
-                batch.append(node)
-            self._remember_local(node)
-            if len(batch) >= 1000:
-                self.index.upsert(batch)
-                batch = []
-        self.index.upsert(batch)
+
+        def mirrored() -> Iterator[MemoryNode]:
+            for node in self.store.iter_all():
+                self._remember_local(node)
+                yield node
+
+        self.index.load(mirrored())
         return len(self._nodes)
 
     # ------------------------------------------------------------------ checks
@@ -312,6 +312,11 @@ class Shard(OpsMixin, WritesMixin, FactsMixin, MaintenanceMixin, TransferMixin):
                 self._touches[memory_id] = (count + more, max(when, later))
             return 0
         return len(pending)
+
+    def repair_index(self) -> bool:
+        """Rebuild the vector index from the store if it is stale (it failed after a
+        commit); True when it is current. Writes call it first; the actor's timer too."""
+        return self.index.repair(self.store.iter_all)
 
     def close(self) -> None:
         self.flush()

@@ -3,6 +3,7 @@ committed with compare-and-set on the fact's slot, the current value, the histor
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -90,14 +91,10 @@ class FactsMixin(_ShardState):
         if len({n.id for n in prepared}) != len(prepared):
             raise InvalidRequest("nodes", "duplicate ids in one batch")
         call = self._op_call("assert", context, op)  # a re-execution is answered by the commit
-        last: VersionConflict | None = None
-        for _ in range(self.policy.max_cas_retries):
-            try:
+        for _ in range(self.policy.max_cas_retries - 1):
+            with contextlib.suppress(VersionConflict):  # another writer moved a slot: read again
                 return self._assert_round(call, context, prepared, chosen, now)
-            except VersionConflict as exc:
-                last = exc
-        assert last is not None
-        raise last
+        return self._assert_round(call, context, prepared, chosen, now)  # the last conflict is the caller's
 
     def _assert_round(
         self, call: OpCall, context: Context, prepared: list[MemoryNode], strategy: Strategy, now: float
@@ -119,8 +116,7 @@ class FactsMixin(_ShardState):
                 updates[changed.id] = (changed, changed.version - 1)
 
         for new in prepared:
-            assert new.key is not None
-            slot_key = (new.scope.key, new.key)
+            slot_key = (new.scope.key, new.key or "")  # every prepared fact has a key
             if slot_key not in slots:
                 head_id, seq0 = self.store.slot(*slot_key)
                 slots[slot_key] = [head_id, seq0, self.store.get(head_id) if head_id else None, 0]

@@ -21,7 +21,6 @@ with the operation id; retrying with that id returns the outcome, never a copy.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import uuid
 from collections.abc import Callable, Generator, Sequence
@@ -135,6 +134,7 @@ class OpsMixin(_ShardState):
         """The operation of this call. Settles attempts in doubt first, so the call
         sees every write the store applied."""
         self._settle()
+        self.index.repair(self.store.iter_all)  # a stale vector index is rebuilt first
         op = check_op(op)
         if op is None:
             return OpCall(uuid.uuid4().hex, None)  # an internal id: still settles a failed commit
@@ -181,8 +181,7 @@ class OpsMixin(_ShardState):
         for event, seq in zip(events, seqs, strict=False):
             event.seq = seq
         if events and self.on_events is not None:
-            with contextlib.suppress(Exception):  # live push is best effort; the log has the events
-                self.on_events(list(events))
+            self.on_events(list(events))  # live push, best effort (it never raises): the log has them
 
     def _settle(self, *, strict: bool = True) -> None:
         """Decide every commit attempt in doubt: adopt it if the store applied it, else

@@ -21,9 +21,9 @@ if TYPE_CHECKING:
     from memorybus.retrieval.reader import RecallReader
     from memorybus.scopes import Context
     from memorybus.shard.gate import Gate
+    from memorybus.shard.index import SearchIndex
     from memorybus.shard.ops import OpCall
     from memorybus.storage.base import Store, WriteBatch
-    from memorybus.storage.vectors import VectorIndex
 
 
 def _content_hash(node: MemoryNode) -> str:
@@ -39,7 +39,7 @@ class _ShardState:
     gate: Gate
     owns: Callable[[str], bool] | None
     store: Store
-    index: VectorIndex
+    index: SearchIndex
     dim: int
     clock: Clock
     ranking: RankingWeights

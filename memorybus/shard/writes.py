@@ -226,8 +226,7 @@ class WritesMixin(_ShardState):
         out: list[MemoryNode] = []
         for i, n in enumerate(prepared):
             r = result[i]
-            node = final.get(n.id if r is None else r.id) or (None if r is None else self._nodes.get(r.id, r))
-            assert node is not None
+            node = final[n.id] if r is None else final.get(r.id) or self._nodes.get(r.id, r)
             out.append(evolve(node.without_embedding()))
         if not fresh and not updates:
             if repeated:

@@ -8,7 +8,7 @@ from collections.abc import Callable
 
 from memorybus.clock import Clock
 from memorybus.config import Config, resolve_hook
-from memorybus.errors import IndexUnavailable
+from memorybus.errors import ConfigError, IndexUnavailable
 from memorybus.events import Event
 from memorybus.scopes import Router
 from memorybus.shard import Shard
@@ -26,7 +26,8 @@ def open_store(config: Config, shard: str) -> Store:
     if config.backend == "redis":
         from memorybus.storage.redis import RedisStore
 
-        assert config.redis_url is not None
+        if config.redis_url is None:
+            raise ConfigError("redis_url", "is required with backend 'redis'")
         return RedisStore(config.redis_url, config.namespace, shard, socket_timeout=config.store_timeout,
                           op_retention=config.op_retention_seconds)
     from memorybus.storage.sqlite import SqliteStore
@@ -44,14 +45,12 @@ def _local_index_dir(config: Config, shard: str) -> str | None:
 
 
 def _open_index_once(config: Config, shard: str) -> VectorIndex:
-    path = _local_index_dir(config, shard)
     if config.vector_backend == "qdrant":
         collection = f"{config.namespace}_{shard}".replace("-", "_")
         if config.qdrant_url:
             return QdrantClientIndex(collection, config.embedding_dim, url=config.qdrant_url)
-        return QdrantClientIndex(collection, config.embedding_dim, path=path)
-    assert path is not None
-    return EdgeVectorIndex(path, config.embedding_dim)
+        return QdrantClientIndex(collection, config.embedding_dim, path=_local_index_dir(config, shard))
+    return EdgeVectorIndex(os.path.join(config.shard_dir(shard), "vectors"), config.embedding_dim)
 
 
 def open_index(config: Config, shard: str) -> VectorIndex:

@@ -99,7 +99,7 @@ def test_an_actor_ray_cannot_place_is_named_instead_of_a_silent_wait(ray_local, 
     cfg = Config.embedded(data / "p", num_shards=1, namespace="life_place", shard_resources={"no_such_node": 0.01})
     shard = actors.create_shard(cfg, 0)
     try:
-        with pytest.raises(mb.StoreUnavailable, match=r"actors not ready after 2s: shard-0; .*shard_resources"):
+        with pytest.raises(mb.ActorUnavailable, match=r"actors not ready after 2s: shard-0; .*shard_resources"):
             life.wait_placed([shard.identity.remote()], ["shard-0"], time.monotonic(), limit=2)
     finally:
         ray.kill(shard)

@@ -59,7 +59,7 @@ def test_consolidation_actor_killed_mid_run_then_rerun_yields_one(bus):
         try:
             status = bus.run_consolidation(Context(o))
             break
-        except mb.StoreUnavailable:
+        except mb.Unavailable:  # the actor restarting (ActorUnavailable), or its store
             assert time.time() < deadline
             time.sleep(0.5)
     assert status["last_counts"]["consolidated"] == 1

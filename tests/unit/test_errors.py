@@ -12,6 +12,8 @@ CASES = [
     E.MemoryNotFound("abc"),
     E.ScopeViolation("read"),
     E.StoreUnavailable("redis", "connection refused"),
+    E.ActorUnavailable("memorybus:shard-2", "The actor died unexpectedly before finishing this task."),
+    E.Unavailable("plain"),
     E.OutcomeUnknown("redis", "Timeout reading from socket", "op-17"),
     E.PartialWrite("op-3", [None, "stored"], {}),
     E.OperationTimeout(2.5, "op-4"),

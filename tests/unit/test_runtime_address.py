@@ -27,3 +27,13 @@ def test_auto_attaches_only_to_the_single_ray_on_the_machine():
 
 def test_an_explicit_address_is_used_as_given():
     assert choose_address("10.0.0.5:6379", "10.0.0.1:6379", []) == "10.0.0.5:6379"
+
+
+def test_consolidation_spreads_summaries_over_every_embedder_replica():
+    from memorybus.actors.maintenance import spread
+
+    texts = [f"t{i}" for i in range(7)]
+    shares = spread(texts, 3)
+    assert shares == [["t0", "t1", "t2"], ["t3", "t4", "t5"], ["t6"]]  # in order: rows match clusters
+    assert spread(texts[:2], 4) == [["t0"], ["t1"]] and spread([], 2) == []
+    assert spread(texts, 1) == [texts]
