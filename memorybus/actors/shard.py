@@ -22,7 +22,7 @@ from memorybus.retrieval import RecallHit
 from memorybus.retrieval.options import RecallOptions
 from memorybus.scopes import Context, Scope
 from memorybus.shard import FactResult, Shard
-from memorybus.storage.factory import open_shard
+from memorybus.shard.build import open_shard
 
 T = TypeVar("T")
 

@@ -1,7 +1,9 @@
 """The read path of a shard: hybrid recall over the shard's indexes.
 
-:class:`RecallReader` belongs to one :class:`~memorybus.shard.Shard`. The
-shard calls :meth:`RecallReader.on_indexed` / :meth:`RecallReader.on_removed`
+:class:`RecallReader` belongs to one shard, and reads only what the shard hands it
+(its cached records, its vector index, its settings; see :class:`RecallReader`): it
+does not know the shard. The caller checks the context first. The shard calls
+:meth:`RecallReader.on_indexed` / :meth:`RecallReader.on_removed`
 wherever it mirrors a committed write (so the keyword and session indexes
 follow every write path, and a rebuild from the store rebuilds them) and
 :meth:`RecallReader.contextualize` on the vectors of new memories before they
@@ -16,10 +18,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import numpy as np
 
+from memorybus.clock import Clock
+from memorybus.config import RankingWeights
 from memorybus.errors import InvalidRequest
 from memorybus.model import MemoryKind, MemoryNode, MemoryStatus
 from memorybus.retrieval.expand import expand
@@ -29,9 +33,6 @@ from memorybus.retrieval.query import Query
 from memorybus.retrieval.ranking import rank
 from memorybus.retrieval.structure import RecallIndex
 from memorybus.scopes import Context
-
-if TYPE_CHECKING:
-    from memorybus.shard import Shard
 
 #: how much deeper the indexes are searched when a time filter drops candidates
 _FILTER_DEPTH = 8
@@ -57,11 +58,48 @@ class SearchPlan:
     depth: int
 
 
+class NearestIndex(Protocol):
+    """The vector index recall asks for dense candidates (a shard's
+    :class:`~memorybus.storage.vectors.VectorIndex`, or what stands in for it)."""
+
+    def search(
+        self,
+        vector: np.ndarray,
+        limit: int,
+        *,
+        scope_keys: Sequence[str],
+        kinds: Sequence[MemoryKind] | None = None,
+        statuses: Sequence[MemoryStatus] | None = None,
+    ) -> list[tuple[str, float]]: ...
+
+
 class RecallReader:
-    def __init__(self, shard: Shard) -> None:
-        self.shard = shard
-        w = shard.ranking
-        self.structure = RecallIndex(w.bm25_k1, w.bm25_b)
+    """Recall over ``nodes`` (the shard's cached records, read only), ``index`` and
+    ``structure`` (keywords, vectors in memory, threads: kept by the shard).
+
+    ``stored(id)`` reads a record from the store (its vector, when the cache lacks
+    it); ``touch(ids, now)`` counts the accesses of what a recall returned."""
+
+    def __init__(
+        self,
+        nodes: Mapping[str, MemoryNode],
+        index: NearestIndex,
+        structure: RecallIndex,
+        *,
+        ranking: RankingWeights,
+        dim: int,
+        clock: Clock,
+        stored: Callable[[str], MemoryNode | None],
+        touch: Callable[[list[str], float], None],
+    ) -> None:
+        self.nodes = nodes
+        self.index = index
+        self.ranking = ranking
+        self.dim = dim
+        self.clock = clock
+        self._stored = stored
+        self._touch = touch
+        self.structure = structure
 
     # ------------------------------------------------------------ write hooks
     def reset(self) -> None:
@@ -77,13 +115,13 @@ class RecallReader:
         self, nodes: Sequence[object], vectors: np.ndarray | None, rows: Sequence[int] | None
     ) -> tuple[np.ndarray | None, Sequence[int] | None]:
         """Contextual vectors for new memories (see :meth:`RecallIndex.contextualize`)."""
-        return self.structure.contextualize(nodes, vectors, rows, self.shard.ranking.context_mix, self._stored_vector)
+        return self.structure.contextualize(nodes, vectors, rows, self.ranking.context_mix, self._stored_vector)
 
     def _stored_vector(self, memory_id: str) -> np.ndarray | None:
         cached = self.structure.vectors.vector(memory_id)
         if cached is not None:
             return cached
-        stored = self.shard.store.get(memory_id)
+        stored = self._stored(memory_id)
         return None if stored is None or stored.embedding is None else np.asarray(stored.embedding)
 
     # ------------------------------------------------------------------- reads
@@ -100,9 +138,8 @@ class RecallReader:
         options: RecallOptions | None = None,
     ) -> SearchPlan:
         """Everything a search needs but the query vector: checks, filters, the parsed
-        query and the keyword candidates; :meth:`execute` finishes it with the vector."""
-        shard = self.shard
-        context = shard._check_context(context)
+        query and the keyword candidates; :meth:`execute` finishes it with the vector.
+        ``context`` is the caller's, already checked."""
         if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= 1000:
             raise InvalidRequest("k", "must be an int between 1 and 1000")
         if query is not None and not isinstance(query, str):
@@ -120,8 +157,8 @@ class RecallReader:
         status_set = {MemoryStatus(x) for x in statuses}
         scope_keys = [s.key for s in context.visible_scopes()]
         visible_keys = frozenset(scope_keys)
-        now = shard.clock.now()
-        w = shard.ranking
+        now = self.clock.now()
+        w = self.ranking
         filters_time = opts.filters_time
         key_prefix = opts.key_prefix
 
@@ -162,27 +199,26 @@ class RecallReader:
         self, plan: SearchPlan, vector: np.ndarray, linked: Mapping[str, float] | None = None
     ) -> list[RecallHit]:
         """The search itself, once the query vector is known."""
-        shard = self.shard
         vec = np.asarray(vector, dtype=np.float32)
         if vec.ndim == 2 and vec.shape[0] == 1:
             vec = vec[0]
-        if vec.shape != (shard.dim,) or not np.all(np.isfinite(vec)):
-            raise InvalidRequest("vector", f"must be a finite vector of dimension {shard.dim}")
-        w = shard.ranking
+        if vec.shape != (self.dim,) or not np.all(np.isfinite(vec)):
+            raise InvalidRequest("vector", f"must be a finite vector of dimension {self.dim}")
+        w = self.ranking
         k, accept, scope_keys = plan.k, plan.accept, plan.scope_keys
         dense_limit = max(k * max(1, w.candidate_multiplier), w.dense_candidates if w.hybrid else 0) * plan.depth
         visible_count = self.structure.vectors.live_count(scope_keys)
         if visible_count <= w.exact_dense_limit:  # small: exact, no index round trip
             dense = self.structure.vectors.search(vec, scope_keys, visible_count if plan.filtered else dense_limit)
             if plan.filtered:
-                nodes = shard._nodes
+                nodes = self.nodes
                 dense = [d for d in dense if d[0] in nodes and accept(nodes[d[0]])][:dense_limit]
         else:
-            dense = shard.index.search(
+            dense = self.index.search(
                 vec, dense_limit, scope_keys=scope_keys, kinds=plan.kinds, statuses=plan.statuses
             )
         ranked = rank(
-            dense, plan.keyword, shard._nodes, self.structure, plan.query, w, plan.now, accept, vec,
+            dense, plan.keyword, self.nodes, self.structure, plan.query, w, plan.now, accept, vec,
             query_weight=plan.query_weight, limit=k, linked=linked, timed=self._timed(plan),
             min_relevance=plan.options.min_relevance,
         )  # fmt: skip
@@ -194,15 +230,15 @@ class RecallReader:
             top.append(hit)
         out = list(top)
         if plan.options.neighbors or plan.options.relations:
-            out += expand(top, shard._nodes, self.structure, plan.options, accept)
+            out += expand(top, self.nodes, self.structure, plan.options, accept)
         if plan.touch:
-            shard._touch([h.node.id for h in top], plan.now)
+            self._touch([h.node.id for h in top], plan.now)
         return out
 
     def _timed(self, plan: SearchPlan) -> list[str]:
         """Memories inside the times the query names, when those times hold few enough
         (``time_candidates``) to be worth scoring one by one."""
-        w = self.shard.ranking
+        w = self.ranking
         if plan.query is None or not plan.query.windows or w.time_candidates <= 0 or not w.time:
             return []
         timeline = self.structure.timeline
@@ -217,12 +253,11 @@ class RecallReader:
         return self.structure.has_facts([s.key for s in context.visible_scopes()])
 
     def pinned(self, context: Context) -> list[MemoryNode]:
-        shard = self.shard
-        context = shard._check_context(context)
-        now = shard.clock.now()
+        """The pinned memories ``context`` (checked) sees: most important first."""
+        now = self.clock.now()
         out = []
         for memory_id in self.structure.pinned_ids():
-            node = shard._nodes.get(memory_id)
+            node = self.nodes.get(memory_id)
             if node is None or not node.scope.visible_to(context):
                 continue
             if node.expires_at is not None and node.expires_at <= now:

@@ -91,9 +91,10 @@ class Shard(OpsMixin, WritesMixin, FactsMixin, MaintenanceMixin, TransferMixin):
         self._in_doubt = {}
         self._last_flush = time.monotonic()
         self._first_touch = self._last_flush
-        self._recall = RecallReader(self)  # derived read-side indexes (keyword, sessions)
-        #: the vector index, answered from memory while it is stale (see :mod:`.index`)
-        self.index = SearchIndex(index, self._recall.structure.vectors, self._nodes.get)
+        #: the recall index: vectors on disk and keywords, vectors and threads in memory
+        self.index = SearchIndex(index, self._nodes.get, k1=self.ranking.bm25_k1, b=self.ranking.bm25_b)
+        self._recall = RecallReader(self._nodes, self.index, self.index.structure, ranking=self.ranking,
+                                    dim=dim, clock=self.clock, stored=store.get, touch=self._touch)
         self.rebuild()
 
     # ----------------------------------------------------------------- startup
@@ -197,6 +198,7 @@ class Shard(OpsMixin, WritesMixin, FactsMixin, MaintenanceMixin, TransferMixin):
         ``as_of``: the state at that time — memories valid then (``valid_from <= t <
         valid_to``), including facts deprecated since, excluding later ones.
         """
+        context = self._check_context(context)
         plan = self._recall.plan(
             context, k, kinds=kinds, statuses=statuses, touch=touch, as_of=as_of, query=query, options=options
         )
@@ -219,7 +221,7 @@ class Shard(OpsMixin, WritesMixin, FactsMixin, MaintenanceMixin, TransferMixin):
 
     def pinned(self, context: Context) -> list[MemoryNode]:
         """The pinned (core) memories visible to ``context``: most important first."""
-        return self._recall.pinned(context)
+        return self._recall.pinned(self._check_context(context))
 
     def list_scope(self, context: Context, scope_key: str) -> list[MemoryNode]:
         context = self._check_context(context)

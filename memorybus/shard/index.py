@@ -19,6 +19,7 @@ import numpy as np
 
 from memorybus.errors import IndexUnavailable
 from memorybus.model import MemoryKind, MemoryNode, MemoryStatus
+from memorybus.retrieval.structure import RecallIndex
 from memorybus.retrieval.vectorcache import VectorCache
 from memorybus.storage.vectors import VectorIndex
 
@@ -29,17 +30,20 @@ _BATCH = 1000
 
 
 class SearchIndex:
-    """A :class:`VectorIndex` with a fallback: exact search over ``cache`` while stale.
+    """The shard's recall index: the on-disk :class:`VectorIndex` and the in-memory
+    ``structure`` (keywords, each memory's vector, threads, pinned memories), with a
+    fallback: exact search over the in-memory vectors while the on-disk index is stale.
 
     ``lookup`` gives the cached node of an id (for the kind and status filters of an
     exact search)."""
 
     def __init__(
-        self, index: VectorIndex, cache: VectorCache, lookup: Callable[[str], MemoryNode | None]
+        self, index: VectorIndex, lookup: Callable[[str], MemoryNode | None], *, k1: float = 1.2, b: float = 0.75
     ) -> None:
         self.index = index
         self.backend = index.backend
-        self._cache = cache
+        self.structure = RecallIndex(k1, b)
+        self._cache: VectorCache = self.structure.vectors
         self._lookup = lookup
         #: the index missed a change (it failed after a commit): rebuild before trusting it
         self.stale = False
