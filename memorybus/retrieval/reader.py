@@ -1,13 +1,9 @@
 """The read path of a shard: hybrid recall over the shard's indexes.
 
 :class:`RecallReader` belongs to one shard, and reads only what the shard hands it
-(its cached records, its vector index, its settings; see :class:`RecallReader`): it
-does not know the shard. The caller checks the context first. The shard calls
-:meth:`RecallReader.on_indexed` / :meth:`RecallReader.on_removed`
-wherever it mirrors a committed write (so the keyword and session indexes
-follow every write path, and a rebuild from the store rebuilds them) and
-:meth:`RecallReader.contextualize` on the vectors of new memories before they
-are stored.
+(its cached records, its vector index, the recall structure it keeps current with
+every committed write; see :class:`RecallReader`): it does not know the shard. The
+caller checks the context first.
 
 A search costs one vector-index query, one keyword query over the visible
 scope partitions and a pass over at most ``dense_candidates +
@@ -75,10 +71,8 @@ class NearestIndex(Protocol):
 
 class RecallReader:
     """Recall over ``nodes`` (the shard's cached records, read only), ``index`` and
-    ``structure`` (keywords, vectors in memory, threads: kept by the shard).
-
-    ``stored(id)`` reads a record from the store (its vector, when the cache lacks
-    it); ``touch(ids, now)`` counts the accesses of what a recall returned."""
+    ``structure`` (keywords, vectors in memory, threads: kept by the shard);
+    ``touch(ids, now)`` counts the accesses of what a recall returned."""
 
     def __init__(
         self,
@@ -89,7 +83,6 @@ class RecallReader:
         ranking: RankingWeights,
         dim: int,
         clock: Clock,
-        stored: Callable[[str], MemoryNode | None],
         touch: Callable[[list[str], float], None],
     ) -> None:
         self.nodes = nodes
@@ -97,32 +90,8 @@ class RecallReader:
         self.ranking = ranking
         self.dim = dim
         self.clock = clock
-        self._stored = stored
         self._touch = touch
         self.structure = structure
-
-    # ------------------------------------------------------------ write hooks
-    def reset(self) -> None:
-        self.structure.reset()
-
-    def on_indexed(self, node: MemoryNode) -> None:
-        self.structure.add(node)
-
-    def on_removed(self, memory_id: str) -> None:
-        self.structure.remove(memory_id)
-
-    def contextualize(
-        self, nodes: Sequence[object], vectors: np.ndarray | None, rows: Sequence[int] | None
-    ) -> tuple[np.ndarray | None, Sequence[int] | None]:
-        """Contextual vectors for new memories (see :meth:`RecallIndex.contextualize`)."""
-        return self.structure.contextualize(nodes, vectors, rows, self.ranking.context_mix, self._stored_vector)
-
-    def _stored_vector(self, memory_id: str) -> np.ndarray | None:
-        cached = self.structure.vectors.vector(memory_id)
-        if cached is not None:
-            return cached
-        stored = self._stored(memory_id)
-        return None if stored is None or stored.embedding is None else np.asarray(stored.embedding)
 
     # ------------------------------------------------------------------- reads
     def plan(

@@ -11,7 +11,7 @@ from memorybus.config import Config, resolve_hook
 from memorybus.errors import IndexUnavailable
 from memorybus.events import Event
 from memorybus.scopes import Router
-from memorybus.shard.core import Shard
+from memorybus.shard.shard import Shard
 from memorybus.storage.base import Store
 from memorybus.storage.factory import local_index_dir, open_index, open_store
 from memorybus.storage.identity import check_identity

@@ -15,9 +15,12 @@ from memorybus.errors import InvalidMemory, InvalidRequest, ScopeViolation, Vers
 from memorybus.events import Event, EventKind
 from memorybus.model import MemoryNode, MemoryStatus, evolve
 from memorybus.scopes import Context, Scope
-from memorybus.shard.state import _content_hash, _ShardState
+from memorybus.shard.records import content_hash
 from memorybus.shard.writes import check_source
 from memorybus.storage.base import SlotWrite, WriteBatch
+
+if TYPE_CHECKING:
+    from memorybus.shard.core import ShardCore
 
 if TYPE_CHECKING:
     from memorybus.shard.ops import OpCall
@@ -37,7 +40,10 @@ class FactResult:
     write_id: str = ""
 
 
-class FactsMixin(_ShardState):
+class Facts:
+    def __init__(self, core: ShardCore) -> None:
+        self.core = core
+
     # ------------------------------------------------------------- keyed facts
     def assert_fact(
         self,
@@ -74,24 +80,24 @@ class FactsMixin(_ShardState):
     ) -> list[FactResult]:
         """:meth:`assert_fact` for many assertions, resolved in order and committed in
         one transaction (group commit): all are applied or none."""
-        context = self._check_context(context)
-        chosen = Strategy.parse(strategy or self.policy.strategy)
-        now = self.clock.now()
+        context = self.core.check_context(context)
+        chosen = Strategy.parse(strategy or self.core.policy.strategy)
+        now = self.core.clock.now()
         if vectors is not None and len(vectors) != len(nodes):
             raise InvalidRequest("vectors", "do not match the nodes")
         prepared: list[MemoryNode] = []
         for i, node in enumerate(nodes):
             if not isinstance(node, MemoryNode) or not node.key:
                 raise InvalidMemory("key", "a fact needs a key")
-            new = self._prepare_new(node, None if vectors is None else vectors[i], context, now)
+            new = self.core.prepare_new(node, None if vectors is None else vectors[i], context, now)
             check_source(new.source)
-            if self._is_authority(context):
+            if self.core.is_authority(context):
                 new = evolve(new, tags=tuple(dict.fromkeys((*new.tags, AUTHORITY_TAG))))
             prepared.append(new)
         if len({n.id for n in prepared}) != len(prepared):
             raise InvalidRequest("nodes", "duplicate ids in one batch")
-        call = self._op_call("assert", context, op)  # a re-execution is answered by the commit
-        for _ in range(self.policy.max_cas_retries - 1):
+        call = self.core.op_call("assert", context, op)  # a re-execution is answered by the commit
+        for _ in range(self.core.policy.max_cas_retries - 1):
             with contextlib.suppress(VersionConflict):  # another writer moved a slot: read again
                 return self._assert_round(call, context, prepared, chosen, now)
         return self._assert_round(call, context, prepared, chosen, now)  # the last conflict is the caller's
@@ -100,6 +106,7 @@ class FactsMixin(_ShardState):
         self, call: OpCall, context: Context, prepared: list[MemoryNode], strategy: Strategy, now: float
     ) -> list[FactResult]:
         """One optimistic attempt: read the slots, resolve in order, commit with CAS."""
+        event = self.core.event
         slots: dict[tuple[str, str], list[Any]] = {}  # -> [head_id, seq0, current, count]
         puts: dict[str, MemoryNode] = {}
         updates: dict[str, tuple[MemoryNode, int]] = {}
@@ -118,8 +125,8 @@ class FactsMixin(_ShardState):
         for new in prepared:
             slot_key = (new.scope.key, new.key or "")  # every prepared fact has a key
             if slot_key not in slots:
-                head_id, seq0 = self.store.slot(*slot_key)
-                slots[slot_key] = [head_id, seq0, self.store.get(head_id) if head_id else None, 0]
+                head_id, seq0 = self.core.store.slot(*slot_key)
+                slots[slot_key] = [head_id, seq0, self.core.store.get(head_id) if head_id else None, 0]
             state = slots[slot_key]
             current: MemoryNode | None = state[2]
             state[3] += 1
@@ -127,7 +134,7 @@ class FactsMixin(_ShardState):
             if (
                 current is not None
                 and current.status is MemoryStatus.ACTIVE
-                and _content_hash(current) == _content_hash(new)
+                and content_hash(current) == content_hash(new)
             ):
                 bump = 0 if current.id in puts or current.id in updates else 1
                 reinforced = evolve(
@@ -138,16 +145,16 @@ class FactsMixin(_ShardState):
                 )
                 stage(reinforced)
                 state[2] = reinforced
-                events.append(self._event(EventKind.ASSERTED, reinforced, context, now, outcome="reinforced",
+                events.append(event(EventKind.ASSERTED, reinforced, context, now, outcome="reinforced",
                                           fact_seq=fact_seq, write=new.id))
                 results.append(FactResult(reinforced, True, None, "reinforced", fact_seq, new.id))
                 continue
-            decision = resolve(current, new, strategy, half_life_days=self.policy.fact_half_life_days)
+            decision = resolve(current, new, strategy, half_life_days=self.core.policy.fact_half_life_days)
             fact = evolve(new, fact_seq=fact_seq)
             bump = 0 if current is not None and (current.id in puts or current.id in updates) else 1
             if current is None:
                 outcome = "created"
-                events.append(self._event(EventKind.ASSERTED, fact, context, now, outcome=outcome,
+                events.append(event(EventKind.ASSERTED, fact, context, now, outcome=outcome,
                                           fact_seq=fact_seq, write=fact.id))
             elif decision.new_wins:
                 outcome = "superseded"
@@ -156,9 +163,9 @@ class FactsMixin(_ShardState):
                                 valid_to=max(fact.valid_from, current.valid_from),
                                 contradicts=(*current.contradicts, fact.id), version=current.version + bump)
                 stage(loser)
-                events.append(self._event(EventKind.ASSERTED, fact, context, now, outcome=outcome, fact_seq=fact_seq,
+                events.append(event(EventKind.ASSERTED, fact, context, now, outcome=outcome, fact_seq=fact_seq,
                                           write=fact.id, replaced=current.id, reason=decision.reason))
-                events.append(self._event(EventKind.DEPRECATED, loser, context, now, superseded_by=fact.id,
+                events.append(event(EventKind.DEPRECATED, loser, context, now, superseded_by=fact.id,
                                           reason=decision.reason))
             else:
                 outcome = "rejected"
@@ -167,7 +174,7 @@ class FactsMixin(_ShardState):
                 linked = evolve(current, contradicts=(*current.contradicts, fact.id), version=current.version + bump)
                 stage(linked)
                 state[2] = linked
-                events.append(self._event(EventKind.DEPRECATED, fact, context, now, outcome=outcome, fact_seq=fact_seq,
+                events.append(event(EventKind.DEPRECATED, fact, context, now, outcome=outcome, fact_seq=fact_seq,
                                           write=fact.id, kept=current.id, reason=decision.reason))
             puts[fact.id] = fact
             if outcome != "rejected":
@@ -178,33 +185,21 @@ class FactsMixin(_ShardState):
         changed = list(puts.values()) + [u for u, _ in updates.values()]
         final = {n.id: n for n in changed}
         answer = [evolve(r, node=final.get(r.node.id, r.node).without_embedding()) for r in results]
-
-        def apply() -> None:
-            self.index.upsert(changed)
-            for n in changed:
-                self._remember_local(n)
-
         batch = WriteBatch(puts=list(puts.values()), updates=list(updates.values()), slots=slot_writes)
-        return self._commit_op(call, batch, events, answer, apply)
-
-    def _is_authority(self, context: Context) -> bool:
-        names = set(self.policy.authorities)
-        return bool(
-            (context.agent and context.agent in names) or any(f"role:{r}" in names for r in context.roles)
-        )
+        return self.core.commit(call, batch, events, answer, self.core.apply_changed(changed))
 
     def current_fact(self, context: Context, key: str, scope: Scope) -> MemoryNode | None:
-        context = self._check_context(context)
+        context = self.core.check_context(context)
         if not scope.visible_to(context):
             raise ScopeViolation("read")
-        head_id, _ = self.store.slot(scope.key, key)
-        node = self._nodes.get(head_id) if head_id else None
+        head_id, _ = self.core.store.slot(scope.key, key)
+        node = self.core.nodes.get(head_id) if head_id else None
         return evolve(node) if node else None
 
     def history(self, context: Context, key: str, scope: Scope) -> list[Event]:
         """Every assertion of a keyed fact, in commit order, with its outcome."""
-        context = self._check_context(context)
+        context = self.core.check_context(context)
         if not scope.visible_to(context):
             raise ScopeViolation("read")
         # the store indexes a fact's events by key: no scan of the scope's log
-        return [Event.decode(blob, seq) for seq, blob in self.store.fact_events(scope.key, key)]
+        return [Event.decode(blob, seq) for seq, blob in self.core.store.fact_events(scope.key, key)]

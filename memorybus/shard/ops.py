@@ -33,8 +33,8 @@ from memorybus.events import Event
 from memorybus.model import MemoryNode
 from memorybus.scopes import Context
 from memorybus.shard.facts import FactResult
-from memorybus.shard.state import _ShardState
-from memorybus.storage.base import AlreadyApplied, WriteBatch
+from memorybus.shard.gate import Gate
+from memorybus.storage.base import AlreadyApplied, Store, WriteBatch
 
 T = TypeVar("T")
 _OUTCOME = "outcome"
@@ -127,20 +127,27 @@ class _InDoubt:
     apply: Callable[[], None]
 
 
-class OpsMixin(_ShardState):
-    _in_doubt: dict[str, _InDoubt]
+class Commits:
+    """The shard's commits: each write with its events and operation record in one
+    store transaction, attempts in doubt settled before the next call, committed
+    events handed to ``on_events`` (the live push: it must not raise)."""
 
-    def _op_call(self, method: str, owner: Context | str, op: str | None) -> OpCall:
+    def __init__(self, store: Store, gate: Gate, on_events: Callable[[list[Event]], None] | None = None) -> None:
+        self.store = store
+        self.gate = gate
+        self.on_events = on_events
+        self.in_doubt: dict[str, _InDoubt] = {}
+
+    def call(self, method: str, owner: Context | str, op: str | None) -> OpCall:
         """The operation of this call. Settles attempts in doubt first, so the call
         sees every write the store applied."""
-        self._settle()
-        self.index.repair(self.store.iter_all)  # a stale vector index is rebuilt first
+        self.settle()
         op = check_op(op)
         if op is None:
             return OpCall(uuid.uuid4().hex, None)  # an internal id: still settles a failed commit
         return OpCall(op_key(method, owner, op), op)
 
-    def _recorded(self, call: OpCall) -> tuple[bool, Any]:
+    def recorded(self, call: OpCall) -> tuple[bool, Any]:
         """``(True, answer)`` if this operation already committed, else ``(False, None)``.
 
         A re-execution computes its write again from the current state; where that
@@ -153,7 +160,7 @@ class OpsMixin(_ShardState):
         record = self.store.op_record(call.key)
         return (False, None) if record is None else (True, decode_outcome(record.result))
 
-    def _commit_op(
+    def commit(
         self, call: OpCall, batch: WriteBatch, events: Sequence[Event], result: T, apply: Callable[[], None]
     ) -> T:
         """Commit ``batch`` with ``events`` and the record of operation ``call`` (answer:
@@ -171,7 +178,7 @@ class OpsMixin(_ShardState):
         except AlreadyApplied as done:
             return decode_outcome(done.record.result)
         except StoreUnavailable as exc:
-            self._in_doubt[key] = _InDoubt(batch.attempt, evs, apply)
+            self.in_doubt[key] = _InDoubt(batch.attempt, evs, apply)
             raise OutcomeUnknown(exc.backend, exc.detail, call.op or "") from None
         self._applied(evs, seqs, apply)
         return result
@@ -183,16 +190,16 @@ class OpsMixin(_ShardState):
         if events and self.on_events is not None:
             self.on_events(list(events))  # live push, best effort (it never raises): the log has them
 
-    def _settle(self, *, strict: bool = True) -> None:
+    def settle(self, *, strict: bool = True) -> None:
         """Decide every commit attempt in doubt: adopt it if the store applied it, else
         fence it off. ``strict``: raise StoreUnavailable while the store cannot tell."""
-        for key, pending in list(self._in_doubt.items()):
+        for key, pending in list(self.in_doubt.items()):
             try:
                 record = self.store.resolve(key, pending.attempt)
             except StoreUnavailable:
                 if strict:
                     raise
                 return
-            del self._in_doubt[key]
+            del self.in_doubt[key]
             if record is not None:
                 self._applied(pending.events, record.seqs, pending.apply)

@@ -7,28 +7,33 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from memorybus.codec import encode_node
 from memorybus.errors import InvalidRequest, VersionConflict
 from memorybus.events import Event
 from memorybus.model import MemoryNode, evolve
 from memorybus.scopes import Scope
-from memorybus.shard.state import _ShardState
 from memorybus.storage.base import SlotWrite, WriteBatch
 from memorybus.transfer import event_digest, event_key, record_digest, within
 
+if TYPE_CHECKING:
+    from memorybus.shard.core import ShardCore
 
-class TransferMixin(_ShardState):
+
+class Transfer:
+    def __init__(self, core: ShardCore) -> None:
+        self.core = core
+
     # ------------------------------------------------------------------ export
     def export_nodes(self, outer: Scope | None, after: str | None, limit: int) -> tuple[list[bytes], str | None]:
         """Up to ``limit`` records (id order, after id ``after``) whose scope lies within
         ``outer``, each encoded with its embedding, version and access statistics; and
         the id to continue after (None at the end)."""
-        ids = sorted(i for i, n in self._nodes.items() if within(n.scope, outer) and (after is None or i > after))
+        ids = sorted(i for i, n in self.core.nodes.items() if within(n.scope, outer) and (after is None or i > after))
         page = ids[:limit]
-        self.flush()  # access statistics travel with the records
-        blobs = [encode_node(n) for n in self.store.get_many(page) if n is not None]
+        self.core.records.flush()  # access statistics travel with the records
+        blobs = [encode_node(n) for n in self.core.store.get_many(page) if n is not None]
         return blobs, (page[-1] if len(ids) > limit else None)
 
     def export_events(
@@ -37,14 +42,14 @@ class TransferMixin(_ShardState):
         """Up to ``limit`` events of the scopes within ``outer``: scope by scope (sorted
         keys), in sequence order, starting after ``(scope_key, after)``; and the position
         to continue from (None at the end)."""
-        scopes = [k for k in self.store.event_scopes() if within(Scope.from_key(k), outer)]
+        scopes = [k for k in self.core.store.event_scopes() if within(Scope.from_key(k), outer)]
         out: list[tuple[str, int, bytes]] = []
         for key in scopes:
             if scope_key is not None and key < scope_key:
                 continue
             start = after if key == scope_key else 0
             while len(out) < limit:
-                events = self.store.read_events(key, start, limit - len(out))
+                events = self.core.store.read_events(key, start, limit - len(out))
                 if not events:
                     break
                 out += [(key, seq, blob) for seq, blob in events]
@@ -54,7 +59,7 @@ class TransferMixin(_ShardState):
         return out, None
 
     def export_slots(self, outer: Scope | None) -> list[tuple[str, str, str, int]]:
-        return [s for s in self.store.all_slots() if within(Scope.from_key(s[0]), outer)]
+        return [s for s in self.core.store.all_slots() if within(Scope.from_key(s[0]), outer)]
 
     # ------------------------------------------------------------------ import
     def import_conflicts(
@@ -75,15 +80,15 @@ class TransferMixin(_ShardState):
         mine = set(owned)
         found: list[str] = []
         for memory_id, digest in digests:
-            node = self._nodes.get(memory_id)
+            node = self.core.nodes.get(memory_id)
             if node is None:
                 continue
             if memory_id not in mine:
-                found.append(f"memory {memory_id} is stored in another shard ({self.name})")
+                found.append(f"memory {memory_id} is stored in another shard ({self.core.name})")
             elif record_digest(node) != digest:
                 found.append(f"memory {memory_id} exists with another content or version")
         for scope_key, wanted in events.items():
-            have = self.store.read_events(scope_key, 0, len(wanted) + 1)
+            have = self.core.store.read_events(scope_key, 0, len(wanted) + 1)
             for (seq, blob), (want_seq, want) in zip(have, wanted, strict=False):
                 if seq != want_seq or event_digest(blob) != want:
                     found.append(f"scope {Scope.from_key(scope_key)} has another history (event {seq})")
@@ -91,7 +96,7 @@ class TransferMixin(_ShardState):
             else:
                 if len(have) > len(wanted):
                     found.append(f"scope {Scope.from_key(scope_key)} has a longer history here")
-        current = {(s, k): (h, q) for s, k, h, q in self.store.all_slots()}
+        current = {(s, k): (h, q) for s, k, h, q in self.core.store.all_slots()}
         for scope_key, key, head, seq in slots:
             if (scope_key, key) in current and current[(scope_key, key)] != (head, seq):
                 found.append(f"fact {key!r} in {Scope.from_key(scope_key)} has another current value")
@@ -109,8 +114,9 @@ class TransferMixin(_ShardState):
         VersionConflict when something here differs (nothing is written)."""
         puts: list[MemoryNode] = []
         for given in nodes:
-            node = given.validate(dim=self.dim, max_content_chars=max(self.max_content_chars, len(given.content)))
-            have = self._nodes.get(node.id)
+            limit = max(self.core.limits.max_content_chars, len(given.content))  # restored as it was
+            node = given.validate(dim=self.core.dim, max_content_chars=limit)
+            have = self.core.nodes.get(node.id)
             if have is None:
                 if node.embedding is None:
                     raise InvalidRequest("import", f"memory {node.id} has no embedding")
@@ -121,9 +127,9 @@ class TransferMixin(_ShardState):
         keys: list[str | None] = []
         last: dict[str, int] = {}
         for scope_key, seq, blob in events:
-            at = last.setdefault(scope_key, self.store.last_seq(scope_key))
+            at = last.setdefault(scope_key, self.core.store.last_seq(scope_key))
             if seq <= at:
-                (have_seq, have_blob), *_ = self.store.read_events(scope_key, seq - 1, 1) or [(0, b"")]
+                (have_seq, have_blob), *_ = self.core.store.read_events(scope_key, seq - 1, 1) or [(0, b"")]
                 if have_seq != seq or have_blob != blob:
                     raise VersionConflict(f"events of {scope_key}", seq, at)
                 continue
@@ -132,7 +138,7 @@ class TransferMixin(_ShardState):
             appended.append((scope_key, blob))
             keys.append(event_key(blob))
             last[scope_key] = seq
-        current = {(s, k): (h, q) for s, k, h, q in self.store.all_slots()}
+        current = {(s, k): (h, q) for s, k, h, q in self.core.store.all_slots()}
         writes = []
         for scope_key, key, head, seq in slots:
             head_here = current.get((scope_key, key))
@@ -143,10 +149,10 @@ class TransferMixin(_ShardState):
             writes.append(SlotWrite(scope_key, key, 0, head, seq))
         batch = WriteBatch(puts=puts, slots=writes, events=appended, event_keys=keys)
         if batch:
-            self.store.commit(batch)  # restored history is not news: no live push
-        self.index.upsert(puts)
+            self.core.store.commit(batch)  # restored history is not news: no live push
+        self.core.index.upsert(puts)
         for node in puts:
-            self._remember_local(node)
+            self.core.mirror(node)
         return {"nodes": len(puts), "events": len(appended), "slots": len(writes)}
 
     # --------------------------------------------------------------- inspection
@@ -155,33 +161,33 @@ class TransferMixin(_ShardState):
         by_scope: Counter[str] = Counter()
         by_kind: Counter[str] = Counter()
         by_status: Counter[str] = Counter()
-        for node in self._nodes.values():
+        for node in self.core.nodes.values():
             by_scope[node.scope.key] += 1
             by_kind[node.kind.value] += 1
             by_status[node.status.value] += 1
-        scopes = self.store.event_scopes()
+        scopes = self.core.store.event_scopes()
         return {
-            "shard": self.name,
-            "memories": len(self._nodes),
+            "shard": self.core.name,
+            "memories": len(self.core.nodes),
             "by_scope": dict(by_scope),
             "by_kind": dict(by_kind),
             "by_status": dict(by_status),
-            "events": sum(self.store.last_seq(k) for k in scopes),
-            "facts": len(self.store.all_slots()),
-            "backend": self.store.backend,
+            "events": sum(self.core.store.last_seq(k) for k in scopes),
+            "facts": len(self.core.store.all_slots()),
+            "backend": self.core.store.backend,
         }
 
     def inspect(self, memory_id: str, limit: int = 200) -> tuple[MemoryNode, list[Event]] | None:
         """One memory as stored (no embedding) and the events of its history: its keyed
         fact's assertions, or the events of its scope that name it (latest ``limit``)."""
-        node = self._nodes.get(memory_id)
+        node = self.core.nodes.get(memory_id)
         if node is None:
             return None
         if node.key:
-            blobs = self.store.fact_events(node.scope.key, node.key)
+            blobs = self.core.store.fact_events(node.scope.key, node.key)
         else:
             blobs, after = [], 0
-            while batch := self.store.read_events(node.scope.key, after, 1000):
+            while batch := self.core.store.read_events(node.scope.key, after, 1000):
                 blobs += [(s, b) for s, b in batch if memory_id.encode() in b]
                 after = batch[-1][0]
         events = [Event.decode(blob, seq) for seq, blob in blobs]
@@ -189,5 +195,5 @@ class TransferMixin(_ShardState):
 
     def peek(self, ids: Sequence[str]) -> list[MemoryNode]:
         """The memories of ``ids`` held here (no embeddings), for provenance."""
-        return [evolve(self._nodes[i]) for i in ids if i in self._nodes]
+        return [evolve(self.core.nodes[i]) for i in ids if i in self.core.nodes]
 

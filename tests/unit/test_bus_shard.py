@@ -323,7 +323,7 @@ def test_group_commit_resolves_in_order_and_is_all_or_nothing(shard, embedder, c
 
 def test_configured_judge_reaches_the_shard(tmp_path, embedder):
     from memorybus import Config
-    from memorybus.storage.factory import open_shard
+    from memorybus.shard.build import open_shard
 
     # one shard: it owns every scope (a shard refuses memories of scopes routed elsewhere)
     cfg = Config.embedded(tmp_path, num_shards=1, bus=BusPolicy(judge=lambda new, old: "Fridays" in new.content))

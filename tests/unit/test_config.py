@@ -60,7 +60,7 @@ def test_the_configured_judge_reaches_the_shard(tmp_path):
 
     from memorybus import Context, MemoryNode
     from memorybus.config import BusPolicy
-    from memorybus.storage.factory import open_shard
+    from memorybus.shard.build import open_shard
 
     # one shard: it owns every scope (a shard refuses memories of scopes routed elsewhere)
     cfg = Config.embedded(tmp_path, num_shards=1, embedding_dim=4, bus=BusPolicy(judge="tests.hooks:always_contradicts"))

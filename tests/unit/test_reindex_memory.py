@@ -59,5 +59,5 @@ def test_updating_one_memory_3000_times_does_not_grow_the_shard(tmp_path):
     assert grown < 1_000_000, f"{grown} bytes retained by 3,000 re-indexes"
     hits = shard.search(CTX, shard.get(CTX, node.id, with_embedding=True).embedding, 3, query="hot memory")
     assert hits[0].node.id == node.id and hits[0].node.version == version
-    assert {o.id for o in others} <= {n.id for n in shard.list_scope(CTX, CTX.scope.key)}
+    assert {o.id for o in others} <= {n.id for n in shard.list_memories(CTX, scope_key=CTX.scope.key, limit=10_000)}
     shard.close()

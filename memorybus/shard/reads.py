@@ -1,0 +1,145 @@
+"""Reads on the shard: one memory, hybrid recall, pinned memories, listing, counts.
+
+Visibility is enforced here, on what the caller may see, and again on what leaves
+(see :meth:`Reads.search`). Reads change nothing but access statistics (recall
+counts an access of what it returns)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from memorybus.errors import InvalidRequest, MemoryNotFound
+from memorybus.graph import entities as graph_entities
+from memorybus.model import MemoryKind, MemoryNode, MemoryStatus, evolve
+from memorybus.retrieval import DEFAULT_STATUSES, RecallHit
+from memorybus.retrieval.options import RecallOptions
+from memorybus.retrieval.reader import RecallReader
+from memorybus.scopes import Context, Scope
+from memorybus.transfer import within as scope_within
+
+if TYPE_CHECKING:
+    from memorybus.shard.core import ShardCore
+
+
+class Reads:
+    def __init__(self, core: ShardCore) -> None:
+        self.core = core
+        #: the read path of recall, over what the core hands it (not the core itself)
+        self.recall = RecallReader(core.nodes, core.index, core.index.structure, ranking=core.ranking,
+                                   dim=core.dim, clock=core.clock, touch=core.touch)
+
+    def get(self, context: Context, memory_id: str, *, with_embedding: bool = False) -> MemoryNode:
+        context = self.core.check_context(context)
+        node = self.core.nodes.get(memory_id)
+        if node is None:
+            raise MemoryNotFound(memory_id)
+        self.core.visible(node, context, "read")
+        if with_embedding:
+            stored = self.core.store.get(memory_id)
+            if stored is None:
+                raise MemoryNotFound(memory_id)
+            return stored
+        return evolve(node)
+
+    def search(
+        self,
+        context: Context,
+        vector: np.ndarray,
+        k: int = 10,
+        *,
+        kinds: Sequence[MemoryKind] | None = None,
+        statuses: Sequence[MemoryStatus] | None = None,
+        touch: bool = True,
+        as_of: float | None = None,
+        query: str | None = None,
+        options: RecallOptions | None = None,
+    ) -> list[RecallHit]:
+        """Top ``k`` memories visible to ``context`` for the query ``vector`` (and its
+        ``query`` text: hybrid, structure-aware recall, see
+        :mod:`memorybus.retrieval.ranking`), followed by the expansions ``options`` asks for.
+
+        Visibility is enforced here twice: the indexes are filtered to the
+        context's visible scope keys, and every candidate is checked again.
+        ``as_of``: the state at that time — memories valid then (``valid_from <= t <
+        valid_to``), including facts deprecated since, excluding later ones.
+        """
+        context = self.core.check_context(context)
+        plan = self.recall.plan(
+            context, k, kinds=kinds, statuses=statuses, touch=touch, as_of=as_of, query=query, options=options
+        )
+        # memories the temporal graph links to the query's entities: one more fused signal
+        use_graph = self.core.ranking.graph > 0 and self.recall.has_facts(plan.context)
+        linked = self._graph_links(plan.context, query, plan.options.as_of) if query and use_graph else {}
+        return self.recall.execute(plan, vector, linked)
+
+    def _graph_links(self, context: Context, query: str, as_of: float | None) -> dict[str, float]:
+        """Memories linked to the query's entities by graph edges valid at the query time."""
+        if self.core.graph_policy.hops <= 0:
+            return {}
+        seeds = list(dict.fromkeys([*graph_entities(query), *self.core.graph.match_entities(query)]))
+        if not seeds:
+            return {}
+        at = self.core.clock.now() if as_of is None else as_of
+        scope_keys = [s.key for s in context.visible_scopes()]
+        return self.core.graph.memories_for(seeds, at, scope_keys, hops=self.core.graph_policy.hops,
+                                       fanout=self.core.graph_policy.fanout)
+
+    def pinned(self, context: Context) -> list[MemoryNode]:
+        """The pinned (core) memories visible to ``context``: most important first."""
+        return self.recall.pinned(self.core.check_context(context))
+
+    def list_memories(
+        self,
+        context: Context | None,
+        *,
+        scope_key: str | None = None,
+        key_prefix: str | None = None,
+        kinds: Sequence[MemoryKind] | None = None,
+        statuses: Sequence[MemoryStatus] | None = None,
+        limit: int = 100,
+        after: tuple[float, str] | None = None,
+        within: Scope | None = None,
+        since: float | None = None,
+        until: float | None = None,
+    ) -> list[MemoryNode]:
+        """The memories here that ``context`` may see, in ``(created_at, id)`` order: at
+        most ``limit`` of them, starting after the position ``after``. Filters: one exact
+        scope, scopes ``within`` a wider one, a key prefix, kinds, statuses (default active
+        and consolidated), ``since <= created_at < until``. Expired memories are left
+        out, as recall leaves them out. Read-only (no access counted). ``context=None``
+        is the operator's view: every memory, whatever its scope.
+
+        Cost: one pass over this shard's in-memory mirror of its records.
+        """
+        if context is not None:
+            context = self.core.check_context(context)
+        if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= 10_000:
+            raise InvalidRequest("limit", "must be an int between 1 and 10000")
+        kind_set = frozenset(MemoryKind(k) for k in kinds) if kinds else None
+        status_set = frozenset(MemoryStatus(s) for s in statuses) if statuses else frozenset(DEFAULT_STATUSES)
+        visible = None if context is None else frozenset(s.key for s in context.visible_scopes())
+        if scope_key is not None:
+            visible = frozenset({scope_key}) if visible is None else visible & {scope_key}
+        now = self.core.clock.now()
+        found = [
+            n
+            for n in self.core.nodes.values()
+            if (visible is None or n.scope.key in visible)
+            and n.status in status_set
+            and (kind_set is None or n.kind in kind_set)
+            and (key_prefix is None or (n.key or "").startswith(key_prefix))
+            and (n.expires_at is None or n.expires_at > now)
+            and (after is None or (n.created_at, n.id) > after)
+            and (since is None or n.created_at >= since)
+            and (until is None or n.created_at < until)
+            and (within is None or scope_within(n.scope, within))
+        ]
+        found.sort(key=lambda n: (n.created_at, n.id))
+        return [evolve(n) for n in found[:limit] if context is None or n.scope.visible_to(context)]
+
+    def count(self) -> int:
+        self.core.reading()
+        return len(self.core.nodes)

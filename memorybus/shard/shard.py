@@ -1,0 +1,164 @@
+"""The :class:`Shard`: its parts, wired, and the calls of its jobs.
+
+Parts (each owns its data): :class:`~memorybus.shard.records.Records` (the store
+and its in-memory mirror), :class:`~memorybus.shard.index.SearchIndex` (vectors on
+disk; keywords, vectors and threads in memory), the temporal graph, and
+:class:`~memorybus.shard.ops.Commits` (atomic commits with operation records and
+events). :class:`~memorybus.shard.core.ShardCore` holds them with the checks every
+call makes. Jobs, each over the core: reads and recall (:mod:`.reads`), writes
+(:mod:`.writes`), keyed facts (:mod:`.facts`), broadcast (:mod:`.broadcast`),
+decay (:mod:`.decay`), consolidation (:mod:`.consolidation`), event replay
+(:mod:`.replay`), export and import (:mod:`.transfer`). The shard's calls are
+theirs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from memorybus.clock import Clock, SystemClock
+from memorybus.config import BusPolicy, GraphPolicy, RankingWeights
+from memorybus.conflicts import Judge
+from memorybus.events import Event
+from memorybus.graph import TemporalGraph
+from memorybus.model import DEFAULT_MAX_CONTENT_CHARS, DEFAULT_MAX_STRUCTURED_BYTES, DEFAULT_MAX_TAGS
+from memorybus.shard.broadcast import Broadcasts
+from memorybus.shard.consolidation import Consolidation
+from memorybus.shard.core import Limits, ShardCore
+from memorybus.shard.decay import Decay
+from memorybus.shard.facts import Facts
+from memorybus.shard.gate import Gate
+from memorybus.shard.index import SearchIndex
+from memorybus.shard.ops import Commits
+from memorybus.shard.reads import Reads
+from memorybus.shard.records import Records
+from memorybus.shard.replay import Replay
+from memorybus.shard.transfer import Transfer
+from memorybus.shard.writes import Writes
+from memorybus.storage.base import Store
+from memorybus.storage.vectors import VectorIndex
+
+
+class Shard:
+    def __init__(
+        self,
+        name: str,
+        store: Store,
+        index: VectorIndex,
+        *,
+        dim: int,
+        clock: Clock | None = None,
+        ranking: RankingWeights | None = None,
+        max_content_chars: int = DEFAULT_MAX_CONTENT_CHARS,
+        max_tags: int = DEFAULT_MAX_TAGS,
+        max_structured_bytes: int = DEFAULT_MAX_STRUCTURED_BYTES,
+        touch_flush_seconds: float = 1.0,
+        policy: BusPolicy | None = None,
+        on_events: Callable[[list[Event]], None] | None = None,
+        judge: Judge | None = None,
+        dedupe: bool = True,
+        detect_contradictions: bool = True,
+        graph: GraphPolicy | None = None,
+        owns: Callable[[str], bool] | None = None,
+    ) -> None:
+        ranking = ranking or RankingWeights()
+        records = Records(store, touch_flush_seconds)
+        core = ShardCore(
+            name,
+            records,
+            SearchIndex(index, records.get, k1=ranking.bm25_k1, b=ranking.bm25_b),
+            Commits(store, Gate(), on_events),  # the gate: how the actor's read and write threads share it
+            limits=Limits(dim, max_content_chars, max_tags, max_structured_bytes),
+            clock=clock or SystemClock(),
+            ranking=ranking,
+            policy=policy or BusPolicy(),
+            graph=graph or GraphPolicy(),
+            judge=judge,
+            dedupe=dedupe,
+            detect_contradictions=detect_contradictions,
+            owns=owns,
+        )
+        self.core = core
+        self.name = name
+        reads, writes, facts = Reads(core), Writes(core), Facts(core)
+        broadcasts, decay, consolidation = Broadcasts(core), Decay(core), Consolidation(core)
+        replay, transfer = Replay(core), Transfer(core)
+        self._recall = reads.recall
+        # reads and recall
+        self.get = reads.get
+        self.search = reads.search
+        self.pinned = reads.pinned
+        self.list_memories = reads.list_memories
+        self.count = reads.count
+        # writes
+        self.put_many = writes.put_many
+        self.check_puts = writes.check_puts
+        self.update = writes.update
+        self.delete = writes.delete
+        self.assert_fact = facts.assert_fact
+        self.assert_facts = facts.assert_facts
+        self.current_fact = facts.current_fact
+        self.history = facts.history
+        self.broadcast_source = broadcasts.broadcast_source
+        self.put_broadcast = broadcasts.put_broadcast
+        # maintenance
+        self.decay_sweep = decay.decay_sweep
+        self.consolidation_plan = consolidation.consolidation_plan
+        self.apply_consolidation = consolidation.apply_consolidation
+        # the event log
+        self.read_events = replay.read_events
+        self.read_events_page = replay.read_events_page
+        self.last_seqs = replay.last_seqs
+        # the operator's side
+        self.export_nodes = transfer.export_nodes
+        self.export_events = transfer.export_events
+        self.export_slots = transfer.export_slots
+        self.import_conflicts = transfer.import_conflicts
+        self.import_records = transfer.import_records
+        self.stats = transfer.stats
+        self.inspect = transfer.inspect
+        self.peek = transfer.peek
+        # access statistics and the index's health
+        self.touches_due = core.records.touches_due
+        self.flush = core.records.flush
+        self.repair_index = core.repair_index
+        self.rebuild = core.rebuild
+        core.rebuild()
+
+    # the parts, for the actor and for tests
+    @property
+    def store(self) -> Store:
+        return self.core.store
+
+    @property
+    def index(self) -> SearchIndex:
+        return self.core.index
+
+    @property
+    def graph(self) -> TemporalGraph:
+        return self.core.graph
+
+    @property
+    def clock(self) -> Clock:
+        return self.core.clock
+
+    @property
+    def ranking(self) -> RankingWeights:
+        return self.core.ranking
+
+    @property
+    def gate(self) -> Gate:
+        return self.core.gate
+
+    @property
+    def on_events(self) -> Callable[[list[Event]], None] | None:
+        return self.core.commits.on_events
+
+    @on_events.setter
+    def on_events(self, push: Callable[[list[Event]], None] | None) -> None:
+        self.core.commits.on_events = push
+
+    def close(self) -> None:
+        self.flush()
+        self.core.index.close()
+        self.core.store.close()
