@@ -26,6 +26,10 @@ from memorybus.shard.build import open_shard
 
 T = TypeVar("T")
 
+#: seconds without a write after which the timer checkpoints the vector index (a
+#: restart after a crash then trusts it instead of rebuilding it)
+_CHECKPOINT_IDLE = 10.0
+
 
 class ShardActor:
     """Owns the scopes routed to shard ``name``.
@@ -122,7 +126,8 @@ class ShardActor:
                     queued = None
                 try:
                     shard = self._shard
-                    if shard is not None and (shard.touches_due() or shard.index.stale):
+                    if shard is not None and (shard.touches_due() or shard.index.stale
+                                              or shard.index.checkpoint_due(_CHECKPOINT_IDLE)):
                         queued = me.flush_touches.remote()
                 except ray.exceptions.RayError:  # the actor is going away: the next tick retries
                     queued = None
@@ -365,12 +370,13 @@ class ShardActor:
         """The timer's flush: writes pending access statistics of an open shard (a
         closed one has flushed them and stays closed). It never waits for the store:
         statistics another write holds up stay pending for the next tick. A stale vector
-        index is rebuilt here too."""
+        index is rebuilt here too, and an index idle since its last change checkpointed."""
         shard = self._shard
         if shard is None:
             return 0
         with shard.gate.write():
             shard.repair_index()
+            shard.checkpoint_index(idle=_CHECKPOINT_IDLE)
             return shard.flush(wait=False)
 
     @ray.method(concurrency_group="reads")

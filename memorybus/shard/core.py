@@ -11,7 +11,7 @@ The jobs (:mod:`.writes`, :mod:`.facts`, :mod:`.broadcast`, :mod:`.decay`,
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, TypeVar
 
 import numpy as np
@@ -26,7 +26,7 @@ from memorybus.graph import TemporalGraph
 from memorybus.model import MemoryKind, MemoryNode, evolve
 from memorybus.scopes import Context
 from memorybus.shard.gate import Gate
-from memorybus.shard.index import SearchIndex
+from memorybus.shard.index import SearchIndex, index_digest
 from memorybus.shard.ops import Commits, OpCall
 from memorybus.shard.records import Records
 from memorybus.storage.base import Store, WriteBatch
@@ -85,6 +85,8 @@ class ShardCore:
         self.owns = owns
         #: per scope, the importance of episodic memories written since its last consolidation
         self.importance_since: dict[str, float] = {}
+        #: whether the last start kept the on-disk vector index (its checkpoint matched)
+        self.index_trusted = False
 
     # ------------------------------------------------------------------ wiring
     def mirror(self, node: MemoryNode) -> None:
@@ -102,18 +104,36 @@ class ShardCore:
             self.graph.remove_source(memory_id)
 
     def rebuild(self) -> int:
-        """Rebuild records' mirror, recall index and graph from the store; returns the
-        record count. Raises IndexUnavailable when the vector index cannot be rebuilt."""
+        """Rebuild records' mirror, recall structure and graph from the store, and the
+        vector index unless its checkpoint shows it holds exactly these records (see
+        :meth:`SearchIndex.open`); returns the record count. Raises IndexUnavailable
+        when the vector index cannot be rebuilt."""
         self.records.reset()
         self.index.structure.reset()
-
-        def mirrored() -> Any:
-            for node in self.store.iter_all():
-                self.mirror(node)
-                yield node
-
-        self.index.load(mirrored())
+        for node in self.store.iter_all():
+            self.mirror(node)
+        self.index_trusted = self.index.open(self.digest(), len(self.nodes), self._points)
         return len(self.nodes)
+
+    def digest(self) -> str:
+        """What the vector index must hold for the records mirrored now."""
+        return index_digest(self.nodes.values(), self.dim)
+
+    def _points(self) -> Iterator[MemoryNode]:
+        """The mirrored records with their vectors (kept in memory): a rebuild's input."""
+        vectors = self.index.structure.vectors
+        for node in self.nodes.values():
+            vec = vectors.vector(node.id)
+            if vec is not None:
+                yield evolve(node, embedding=vec)
+
+    def checkpoint_index(self, idle: float | None = None) -> bool:
+        """Checkpoint the vector index against the records now (a crash after this, with
+        no write since, restarts without a rebuild). ``idle``: only if it has not
+        changed for that many seconds since it last changed."""
+        if idle is not None and not self.index.checkpoint_due(idle):
+            return False
+        return self.index.save(self.digest())
 
     def repair_index(self) -> bool:
         """Rebuild the vector index from the store if it is stale (it failed after a

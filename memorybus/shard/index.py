@@ -12,7 +12,9 @@ and never invisible until a restart.
 
 from __future__ import annotations
 
+import hashlib
 import logging
+import time
 from collections.abc import Callable, Iterable, Sequence
 
 import numpy as np
@@ -47,13 +49,20 @@ class SearchIndex:
         self._lookup = lookup
         #: the index missed a change (it failed after a commit): rebuild before trusting it
         self.stale = False
+        #: a checkpoint on disk says the index holds what the records hold now
+        self._checkpointed = False
+        self._changed_at = time.monotonic()
 
     def _change(self, what: str, apply: Callable[[], None]) -> None:
         if self.stale:
             return  # the rebuild takes every change from the store
+        self._changed_at = time.monotonic()
         try:
+            if self._checkpointed:  # the checkpoint goes before the index changes
+                self.index.drop_checkpoint()
+                self._checkpointed = False
             apply()
-        except IndexUnavailable as exc:
+        except (IndexUnavailable, OSError) as exc:
             log.warning("vector index failed (%s): %s; serving from memory until it is rebuilt", what, exc)
             self.stale = True
 
@@ -74,6 +83,7 @@ class SearchIndex:
         """Reset the index and fill it with ``nodes`` (those with an embedding): the
         rebuild from the store. Raises IndexUnavailable (the index stays stale)."""
         self.stale = True
+        self._checkpointed = False
         self.index.reset()
         batch: list[MemoryNode] = []
         for node in nodes:
@@ -85,6 +95,42 @@ class SearchIndex:
                 batch = []
         self.index.upsert(batch)
         self.stale = False
+
+    def open(self, digest: str, count: int, nodes: Callable[[], Iterable[MemoryNode]]) -> bool:
+        """At start: keep the on-disk index if its checkpoint is ``digest`` (the store's
+        records, see :func:`index_digest`) and it holds ``count`` points; else rebuild it
+        from ``nodes()`` and checkpoint it. A checkpoint exists only while the index holds
+        what it says: the first change after it removes it (:meth:`_change`). Returns
+        whether the index was trusted. Raises IndexUnavailable when it cannot be rebuilt."""
+        saved = self.index.checkpoint()
+        try:
+            if saved is not None and saved == digest and self.index.count() == count:
+                self.stale, self._checkpointed = False, True  # still true: kept until a change
+                return True
+        except IndexUnavailable:
+            pass  # unreadable: rebuilt below
+        self.load(nodes())
+        self.save(digest)
+        return False
+
+    def save(self, digest: str) -> bool:
+        """Record that the index holds what ``digest`` describes (a current index only)."""
+        if self.stale:
+            return False
+        if self._checkpointed:
+            return True
+        try:
+            self.index.save_checkpoint(digest)
+        except IndexUnavailable as exc:
+            log.warning("vector index checkpoint failed: %s (the next start rebuilds it)", exc)
+            return False
+        self._checkpointed = True
+        return True
+
+    def checkpoint_due(self, idle: float) -> bool:
+        """Whether the index changed since its checkpoint and then stayed still ``idle``
+        seconds (a timer checkpoints it then, so a crash restarts without a rebuild)."""
+        return not self.stale and not self._checkpointed and time.monotonic() - self._changed_at >= idle
 
     def repair(self, nodes: Callable[[], Iterable[MemoryNode]]) -> bool:
         """Rebuild a stale index from ``nodes()`` (the store's records); True when the
@@ -134,5 +180,21 @@ class SearchIndex:
     def count(self) -> int:
         return self.index.count()
 
-    def close(self) -> None:
+    def close(self, digest: str | None = None) -> None:
+        """Close; with ``digest`` (what the records hold now), checkpoint first, so the
+        next start can trust the index instead of rebuilding it."""
+        if digest is not None:
+            self.save(digest)
         self.index.close()
+
+
+def index_digest(nodes: Iterable[MemoryNode], dim: int) -> str:
+    """What the vector index of these records holds, in a few bytes: a sum of one hash
+    per record over what its point carries (id, version, status, kind, scope: a new
+    vector always comes with a new version), order-independent."""
+    total, count = 0, 0
+    for n in nodes:
+        raw = f"{n.id}\x1f{n.version}\x1f{n.status.value}\x1f{n.kind.value}\x1f{n.scope.key}"
+        total += int.from_bytes(hashlib.blake2b(raw.encode("utf-8", "surrogatepass"), digest_size=16).digest())
+        count += 1
+    return f"v1:{dim}:{count}:{total % (1 << 128):032x}"

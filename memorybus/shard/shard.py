@@ -122,6 +122,7 @@ class Shard:
         self.touches_due = core.records.touches_due
         self.flush = core.records.flush
         self.repair_index = core.repair_index
+        self.checkpoint_index = core.checkpoint_index
         self.rebuild = core.rebuild
         core.rebuild()
 
@@ -159,6 +160,8 @@ class Shard:
         self.core.commits.on_events = push
 
     def close(self) -> None:
+        """Flush access statistics, checkpoint and close the vector index (the next start
+        trusts it), close the store."""
         self.flush()
-        self.core.index.close()
+        self.core.index.close(self.core.digest())
         self.core.store.close()

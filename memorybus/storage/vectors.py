@@ -1,4 +1,6 @@
-"""Vector indexes: derived from the store, rebuilt when a shard starts.
+"""Vector indexes: derived from the store; trusted when a shard starts only if the
+checkpoint saved beside them says they hold exactly what the store holds, else
+rebuilt (see :meth:`memorybus.shard.index.SearchIndex.open`).
 
 :class:`EdgeVectorIndex` embeds Qdrant Edge (one index directory per shard,
 on the node's disk). :class:`QdrantClientIndex` talks to a Qdrant server
@@ -49,6 +51,20 @@ class VectorIndex(Protocol):
 
     def reset(self) -> None:
         """Drop every point (before a rebuild from the store)."""
+        ...
+
+    def checkpoint(self) -> str | None:
+        """The digest saved with :meth:`save_checkpoint` (None: none, or an index that
+        keeps none, such as a server shared by others)."""
+        ...
+
+    def save_checkpoint(self, digest: str) -> None:
+        """Make every change so far durable, then record ``digest`` (what the index
+        holds) beside it."""
+        ...
+
+    def drop_checkpoint(self) -> None:
+        """Forget the saved digest (before the index changes again)."""
         ...
 
     def close(self) -> None: ...
@@ -158,19 +174,53 @@ class EdgeVectorIndex:
         return [(str(h.id), float(h.score)) for h in hits]
 
     def count(self) -> int:
-        return int(self._shard.count(self._qe.CountRequest(exact=True)))
+        try:
+            return int(self._shard.count(self._qe.CountRequest(exact=True)))
+        except Exception as exc:  # qdrant_edge raises plain Exception
+            raise IndexUnavailable(self.backend, str(exc)) from None
 
     def optimize(self) -> bool:
         """Build HNSW / merge segments now (blocking; run it off the hot path)."""
         return bool(self._shard.optimize())
 
     def flush(self) -> None:
-        self._shard.flush()
+        try:
+            self._shard.flush()
+        except Exception as exc:  # qdrant_edge raises plain Exception
+            raise IndexUnavailable(self.backend, str(exc)) from None
 
     def reset(self) -> None:
+        self.drop_checkpoint()
         self.close()
         shutil.rmtree(self.path, ignore_errors=True)
         self._shard = self._open()
+
+    # a checkpoint: a file beside the index directory (not inside: that is Qdrant's)
+    def _checkpoint_path(self) -> str:
+        return os.path.normpath(self.path) + ".checkpoint"
+
+    def checkpoint(self) -> str | None:
+        try:
+            with open(self._checkpoint_path(), encoding="utf-8") as f:
+                return f.read().strip() or None
+        except OSError:
+            return None
+
+    def save_checkpoint(self, digest: str) -> None:
+        self.flush()
+        path = self._checkpoint_path()
+        try:
+            with open(path + ".tmp", "w", encoding="utf-8") as f:
+                f.write(digest)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(path + ".tmp", path)
+        except OSError as exc:
+            raise IndexUnavailable(self.backend, f"cannot write its checkpoint: {exc}") from None
+
+    def drop_checkpoint(self) -> None:
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(self._checkpoint_path())
 
     def close(self) -> None:
         with contextlib.suppress(Exception):
@@ -272,6 +322,16 @@ class QdrantClientIndex:
     def reset(self) -> None:
         self._do(self._client.delete_collection, self.collection)
         self._do(self._create)
+
+    # a server may be shared and changed by others: it is never trusted, always rebuilt
+    def checkpoint(self) -> str | None:
+        return None
+
+    def save_checkpoint(self, digest: str) -> None:
+        return None
+
+    def drop_checkpoint(self) -> None:
+        return None
 
     def close(self) -> None:
         with contextlib.suppress(Exception):
