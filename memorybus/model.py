@@ -382,14 +382,10 @@ def effective_decay_rate(decay_rate: float, importance: float) -> float:
 
 
 def salience(node: MemoryNode, now: float) -> float:
-    """The forgetting curve of DESIGN.md for one node.
-
-    ``confidence * (1 + 0.5*ln(1+access_count)) * exp(-rate * days_since_last_access)``
-    where ``rate`` is :func:`effective_decay_rate`.
-    """
-    days = max(0.0, now - node.last_accessed) / SECONDS_PER_DAY
-    rate = effective_decay_rate(node.decay_rate, node.importance)
-    return node.confidence * (1.0 + 0.5 * math.log1p(node.access_count)) * math.exp(-rate * days)
+    """The forgetting curve of DESIGN.md for one node (see :func:`salience_array`)."""
+    one = np.ones(1)
+    return float(salience_array(node.confidence * one, node.access_count * one, node.last_accessed * one,
+                                node.decay_rate * one, node.importance * one, now)[0])
 
 
 def salience_array(
@@ -400,7 +396,11 @@ def salience_array(
     importance: np.ndarray,
     now: float,
 ) -> np.ndarray:
-    """Vectorised :func:`salience` over arrays of the same length."""
+    """The forgetting curve of DESIGN.md over arrays of the same length (one per node):
+
+    ``confidence * (1 + 0.5*ln(1+access_count)) * exp(-rate * days_since_last_access)``
+    where ``rate`` is :func:`effective_decay_rate`.
+    """
     days = np.maximum(0.0, now - last_accessed) / SECONDS_PER_DAY
-    rate = decay_rate * (1.0 - 0.1 * (importance - 1.0))
+    rate = effective_decay_rate(decay_rate, importance)  # type: ignore[arg-type]
     return confidence * (1.0 + 0.5 * np.log1p(access_count)) * np.exp(-rate * days)

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Protocol
 
 import numpy as np
 
@@ -29,6 +28,7 @@ from memorybus.retrieval.query import Query
 from memorybus.retrieval.ranking import rank
 from memorybus.retrieval.structure import RecallIndex
 from memorybus.scopes import Context
+from memorybus.storage.vectors import NearestIndex
 
 #: how much deeper the indexes are searched when a time filter drops candidates
 _FILTER_DEPTH = 8
@@ -52,21 +52,6 @@ class SearchPlan:
     query_weight: float
     filtered: bool
     depth: int
-
-
-class NearestIndex(Protocol):
-    """The vector index recall asks for dense candidates (a shard's
-    :class:`~memorybus.storage.vectors.VectorIndex`, or what stands in for it)."""
-
-    def search(
-        self,
-        vector: np.ndarray,
-        limit: int,
-        *,
-        scope_keys: Sequence[str],
-        kinds: Sequence[MemoryKind] | None = None,
-        statuses: Sequence[MemoryStatus] | None = None,
-    ) -> list[tuple[str, float]]: ...
 
 
 class RecallReader:

@@ -7,17 +7,13 @@ for it."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from memorybus.errors import InvalidRequest, MemoryNotFound, ScopeViolation
 from memorybus.events import EventKind
 from memorybus.model import MemoryNode, broadcast_copy_id, evolve
 from memorybus.scopes import Context, Level, Scope
+from memorybus.shard.job import Job
 from memorybus.shard.writes import BROADCAST_SOURCE
 from memorybus.storage.base import WriteBatch
-
-if TYPE_CHECKING:
-    from memorybus.shard.core import ShardCore
 
 
 def broadcast_id(target: Scope, memory_id: str) -> str:
@@ -25,10 +21,7 @@ def broadcast_id(target: Scope, memory_id: str) -> str:
     return broadcast_copy_id(memory_id, target)
 
 
-class Broadcasts:
-    def __init__(self, core: ShardCore) -> None:
-        self.core = core
-
+class Broadcasts(Job):
     def broadcast_source(self, context: Context, memory_id: str, to: Level | str) -> MemoryNode:
         """Check a broadcast of ``memory_id`` to the wider level ``to`` and build the copy.
 

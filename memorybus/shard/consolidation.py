@@ -4,7 +4,6 @@ and a cluster turned into one semantic memory in one atomic, idempotent commit."
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -14,17 +13,12 @@ from memorybus.maintenance import Cluster, ConsolidationPolicy, cluster_memories
 from memorybus.model import MemoryKind, MemoryNode, MemoryStatus, evolve
 from memorybus.scopes import Context
 from memorybus.shard.decay import SYSTEM, managed
+from memorybus.shard.job import Job
 from memorybus.shard.similar import contradicted
 from memorybus.storage.base import WriteBatch
 
-if TYPE_CHECKING:
-    from memorybus.shard.core import ShardCore
 
-
-class Consolidation:
-    def __init__(self, core: ShardCore) -> None:
-        self.core = core
-
+class Consolidation(Job):
     def consolidation_plan(
         self,
         now: float,

@@ -4,16 +4,13 @@ archived, working memories past their TTL removed, in atomic, resumable chunks."
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING
 
 from memorybus.events import EventKind
 from memorybus.maintenance import DecayPolicy, plan_decay
 from memorybus.model import MemoryNode, MemoryStatus, evolve
 from memorybus.scopes import Context
+from memorybus.shard.job import Job
 from memorybus.storage.base import WriteBatch
-
-if TYPE_CHECKING:
-    from memorybus.shard.core import ShardCore
 
 #: the owner of maintenance operation records (they act for no caller's context)
 SYSTEM = "system"
@@ -26,10 +23,7 @@ def managed(nodes: Iterable[MemoryNode], within: Context | None) -> list[MemoryN
     return [n for n in nodes if within.manages(n.scope)]
 
 
-class Decay:
-    def __init__(self, core: ShardCore) -> None:
-        self.core = core
-
+class Decay(Job):
     def decay_sweep(
         self,
         now: float,

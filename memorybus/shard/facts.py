@@ -15,12 +15,10 @@ from memorybus.errors import InvalidMemory, InvalidRequest, ScopeViolation, Vers
 from memorybus.events import Event, EventKind
 from memorybus.model import MemoryNode, MemoryStatus, evolve
 from memorybus.scopes import Context, Scope
+from memorybus.shard.job import Job
 from memorybus.shard.records import content_hash
 from memorybus.shard.writes import check_source
 from memorybus.storage.base import SlotWrite, WriteBatch
-
-if TYPE_CHECKING:
-    from memorybus.shard.core import ShardCore
 
 if TYPE_CHECKING:
     from memorybus.shard.ops import OpCall
@@ -40,10 +38,7 @@ class FactResult:
     write_id: str = ""
 
 
-class Facts:
-    def __init__(self, core: ShardCore) -> None:
-        self.core = core
-
+class Facts(Job):
     # ------------------------------------------------------------- keyed facts
     def assert_fact(
         self,

@@ -18,15 +18,16 @@ from memorybus.retrieval import DEFAULT_STATUSES, RecallHit
 from memorybus.retrieval.options import RecallOptions
 from memorybus.retrieval.reader import RecallReader
 from memorybus.scopes import Context, Scope
+from memorybus.shard.job import Job
 from memorybus.transfer import within as scope_within
 
 if TYPE_CHECKING:
     from memorybus.shard.core import ShardCore
 
 
-class Reads:
+class Reads(Job):
     def __init__(self, core: ShardCore) -> None:
-        self.core = core
+        super().__init__(core)
         #: the read path of recall, over what the core hands it (not the core itself)
         self.recall = RecallReader(core.nodes, core.index, core.index.structure, ranking=core.ranking,
                                    dim=core.dim, clock=core.clock, touch=core.touch)

@@ -3,20 +3,13 @@ commit order (subscriptions replay from here), and the latest sequence of each s
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from memorybus.errors import InvalidRequest
 from memorybus.events import Event, EventFilter, deliverable
 from memorybus.scopes import Context
-
-if TYPE_CHECKING:
-    from memorybus.shard.core import ShardCore
+from memorybus.shard.job import Job
 
 
-class Replay:
-    def __init__(self, core: ShardCore) -> None:
-        self.core = core
-
+class Replay(Job):
     def read_events(
         self, context: Context, cursors: dict[str, int], flt: EventFilter | None = None, limit: int = 1000
     ) -> tuple[list[Event], dict[str, int]]:

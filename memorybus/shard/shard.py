@@ -20,7 +20,6 @@ from memorybus.clock import Clock, SystemClock
 from memorybus.config import BusPolicy, GraphPolicy, RankingWeights
 from memorybus.conflicts import Judge
 from memorybus.events import Event
-from memorybus.graph import TemporalGraph
 from memorybus.model import DEFAULT_MAX_CONTENT_CHARS, DEFAULT_MAX_STRUCTURED_BYTES, DEFAULT_MAX_TAGS
 from memorybus.shard.broadcast import Broadcasts
 from memorybus.shard.consolidation import Consolidation
@@ -80,6 +79,9 @@ class Shard:
         )
         self.core = core
         self.name = name
+        # the parts, for the actor and for tests
+        self.store, self.index, self.graph, self.gate = core.store, core.index, core.graph, core.gate
+        self.clock, self.ranking = core.clock, core.ranking
         reads, writes, facts = Reads(core), Writes(core), Facts(core)
         broadcasts, decay, consolidation = Broadcasts(core), Decay(core), Consolidation(core)
         replay, transfer = Replay(core), Transfer(core)
@@ -125,31 +127,6 @@ class Shard:
         self.checkpoint_index = core.checkpoint_index
         self.rebuild = core.rebuild
         core.rebuild()
-
-    # the parts, for the actor and for tests
-    @property
-    def store(self) -> Store:
-        return self.core.store
-
-    @property
-    def index(self) -> SearchIndex:
-        return self.core.index
-
-    @property
-    def graph(self) -> TemporalGraph:
-        return self.core.graph
-
-    @property
-    def clock(self) -> Clock:
-        return self.core.clock
-
-    @property
-    def ranking(self) -> RankingWeights:
-        return self.core.ranking
-
-    @property
-    def gate(self) -> Gate:
-        return self.core.gate
 
     @property
     def on_events(self) -> Callable[[list[Event]], None] | None:

@@ -7,24 +7,19 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from memorybus.codec import encode_node
 from memorybus.errors import InvalidRequest, VersionConflict
 from memorybus.events import Event
 from memorybus.model import MemoryNode, evolve
 from memorybus.scopes import Scope
+from memorybus.shard.job import Job
 from memorybus.storage.base import SlotWrite, WriteBatch
 from memorybus.transfer import event_digest, event_key, record_digest, within
 
-if TYPE_CHECKING:
-    from memorybus.shard.core import ShardCore
 
-
-class Transfer:
-    def __init__(self, core: ShardCore) -> None:
-        self.core = core
-
+class Transfer(Job):
     # ------------------------------------------------------------------ export
     def export_nodes(self, outer: Scope | None, after: str | None, limit: int) -> tuple[list[bytes], str | None]:
         """Up to ``limit`` records (id order, after id ``after``) whose scope lies within

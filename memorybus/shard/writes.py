@@ -4,7 +4,7 @@ detection), compare-and-set updates, deletes, and the atomic commit with events.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
@@ -12,12 +12,10 @@ from memorybus.errors import InvalidMemory, InvalidRequest, MemoryNotFound, Scop
 from memorybus.events import EventKind
 from memorybus.model import MemoryKind, MemoryNode, MemoryStatus, evolve
 from memorybus.scopes import Context
+from memorybus.shard.job import Job
 from memorybus.shard.records import content_hash
 from memorybus.shard.similar import contradicted, duplicate_of, same_event
 from memorybus.storage.base import WriteBatch
-
-if TYPE_CHECKING:
-    from memorybus.shard.core import ShardCore
 
 #: Fields a caller may change with :meth:`Shard.update`.
 UPDATABLE = frozenset(
@@ -57,10 +55,7 @@ def check_source(source: object) -> None:
         raise InvalidMemory("source", f"{BROADCAST_SOURCE!r} is reserved for broadcast copies")
 
 
-class Writes:
-    def __init__(self, core: ShardCore) -> None:
-        self.core = core
-
+class Writes(Job):
     # ------------------------------------------------------------------ writes
     def put_many(
         self,

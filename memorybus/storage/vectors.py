@@ -23,17 +23,8 @@ from memorybus.errors import IndexUnavailable
 from memorybus.model import MemoryKind, MemoryNode, MemoryStatus
 
 
-@runtime_checkable
-class VectorIndex(Protocol):
-    backend: str
-
-    def upsert(self, nodes: Sequence[MemoryNode]) -> None:
-        """Insert or replace the vectors of ``nodes`` (each must have an embedding)."""
-        ...
-
-    def set_status(self, ids: Sequence[str], status: MemoryStatus) -> None: ...
-
-    def delete(self, ids: Sequence[str]) -> None: ...
+class NearestIndex(Protocol):
+    """What recall asks of a vector index: nearest neighbours within scopes."""
 
     def search(
         self,
@@ -46,6 +37,19 @@ class VectorIndex(Protocol):
     ) -> list[tuple[str, float]]:
         """Top ``limit`` ``(id, cosine)`` among points whose scope is in ``scope_keys``."""
         ...
+
+
+@runtime_checkable
+class VectorIndex(NearestIndex, Protocol):
+    backend: str
+
+    def upsert(self, nodes: Sequence[MemoryNode]) -> None:
+        """Insert or replace the vectors of ``nodes`` (each must have an embedding)."""
+        ...
+
+    def set_status(self, ids: Sequence[str], status: MemoryStatus) -> None: ...
+
+    def delete(self, ids: Sequence[str]) -> None: ...
 
     def count(self) -> int: ...
 
@@ -76,6 +80,19 @@ def _payload(node: MemoryNode) -> dict[str, Any]:
         "kind": MemoryKind(node.kind).value,
         "status": MemoryStatus(node.status).value,
     }
+
+
+def _filter(
+    m: Any, scope_keys: Sequence[str], kinds: Sequence[MemoryKind] | None, statuses: Sequence[MemoryStatus] | None
+) -> Any:
+    """The payload filter of a search; ``m`` is the module with Qdrant's filter types
+    (``qdrant_edge`` and ``qdrant_client.models`` name them alike)."""
+    must = [m.FieldCondition(key="scope", match=m.MatchAny(any=list(scope_keys)))]
+    if kinds:
+        must.append(m.FieldCondition(key="kind", match=m.MatchAny(any=[MemoryKind(k).value for k in kinds])))
+    if statuses:
+        must.append(m.FieldCondition(key="status", match=m.MatchAny(any=[MemoryStatus(s).value for s in statuses])))
+    return m.Filter(must=must)
 
 
 def _vector(node: MemoryNode) -> list[float]:
@@ -134,20 +151,6 @@ class EdgeVectorIndex:
         if ids:
             self._update(self._qe.UpdateOperation.delete_points(list(ids)))
 
-    def _filter(
-        self,
-        scope_keys: Sequence[str],
-        kinds: Sequence[MemoryKind] | None,
-        statuses: Sequence[MemoryStatus] | None,
-    ) -> Any:
-        qe = self._qe
-        must = [qe.FieldCondition(key="scope", match=qe.MatchAny(any=list(scope_keys)))]
-        if kinds:
-            must.append(qe.FieldCondition(key="kind", match=qe.MatchAny(any=[k.value for k in kinds])))
-        if statuses:
-            must.append(qe.FieldCondition(key="status", match=qe.MatchAny(any=[s.value for s in statuses])))
-        return qe.Filter(must=must)
-
     def search(
         self,
         vector: np.ndarray,
@@ -163,7 +166,7 @@ class EdgeVectorIndex:
         req = qe.SearchRequest(
             query=qe.Query.Nearest(np.asarray(vector, dtype=np.float32).tolist()),
             limit=limit,
-            filter=self._filter(scope_keys, kinds, statuses),
+            filter=_filter(qe, scope_keys, kinds, statuses),
             with_payload=False,
             with_vector=False,
         )
@@ -300,18 +303,12 @@ class QdrantClientIndex:
     ) -> list[tuple[str, float]]:
         if not scope_keys or limit <= 0:
             return []
-        m = self._m
-        must: list[Any] = [m.FieldCondition(key="scope", match=m.MatchAny(any=list(scope_keys)))]
-        if kinds:
-            must.append(m.FieldCondition(key="kind", match=m.MatchAny(any=[k.value for k in kinds])))
-        if statuses:
-            must.append(m.FieldCondition(key="status", match=m.MatchAny(any=[s.value for s in statuses])))
         res = self._do(
             self._client.query_points,
             self.collection,
             query=np.asarray(vector, dtype=np.float32).tolist(),
             limit=limit,
-            query_filter=m.Filter(must=must),
+            query_filter=_filter(self._m, scope_keys, kinds, statuses),
             with_payload=False,
         )
         return [(str(p.id), float(p.score)) for p in res.points]
