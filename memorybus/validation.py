@@ -67,3 +67,10 @@ def utc_date(ts: float) -> datetime | None:
         return datetime.fromtimestamp(ts, UTC)
     except (ValueError, OverflowError, OSError):
         return None
+
+
+def is_int(value: object, lo: int | None = None, hi: int | None = None) -> bool:
+    """Whether ``value`` is an int (a bool is not) within ``lo..hi`` (each bound inclusive, when given)."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        return False
+    return (lo is None or value >= lo) and (hi is None or value <= hi)

@@ -12,6 +12,7 @@ import networkx as nx
 from memorybus.errors import InvalidRequest
 from memorybus.graph.edges import Edge, Reach
 from memorybus.graph.extract import entity_key, finite
+from memorybus.validation import is_int
 
 
 def walk(
@@ -33,9 +34,9 @@ def walk(
         raise InvalidRequest("entities", "must be an iterable of names, not a string")
     if not finite(at):
         raise InvalidRequest("at", f"must be a finite number, got {at!r}")
-    if isinstance(hops, bool) or not isinstance(hops, int) or hops < 0:
+    if not is_int(hops, 0):
         raise InvalidRequest("hops", f"must be an int >= 0, got {hops!r}")
-    if isinstance(fanout, bool) or not isinstance(fanout, int) or fanout < 1:
+    if not is_int(fanout, 1):
         raise InvalidRequest("fanout", f"must be an int >= 1, got {fanout!r}")
     scopes = None if scope_keys is None else frozenset(scope_keys)
     reach: dict[str, Reach] = {}

@@ -20,6 +20,7 @@ from memorybus.retrieval.reader import RecallReader
 from memorybus.scopes import Context, Scope
 from memorybus.shard.job import Job
 from memorybus.transfer import within as scope_within
+from memorybus.validation import is_int
 
 if TYPE_CHECKING:
     from memorybus.shard.core import ShardCore
@@ -117,7 +118,7 @@ class Reads(Job):
         """
         if context is not None:
             context = self.core.check_context(context)
-        if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= 10_000:
+        if not is_int(limit, 1, 10_000):
             raise InvalidRequest("limit", "must be an int between 1 and 10000")
         kind_set = frozenset(MemoryKind(k) for k in kinds) if kinds else None
         status_set = frozenset(MemoryStatus(s) for s in statuses) if statuses else frozenset(DEFAULT_STATUSES)

@@ -7,6 +7,7 @@ from memorybus.errors import InvalidRequest
 from memorybus.events import Event, EventFilter, deliverable
 from memorybus.scopes import Context
 from memorybus.shard.job import Job
+from memorybus.validation import is_int
 
 
 class Replay(Job):
@@ -29,7 +30,7 @@ class Replay(Job):
         entries may follow.
         """
         context = self.core.check_context(context)
-        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+        if not is_int(limit, 1):
             raise InvalidRequest("limit", "must be a positive int")
         flt = flt or EventFilter()
         out: list[Event] = []

@@ -16,6 +16,7 @@ from memorybus.shard.job import Job
 from memorybus.shard.records import content_hash
 from memorybus.shard.similar import contradicted, duplicate_of, same_event
 from memorybus.storage.base import WriteBatch
+from memorybus.validation import is_int
 
 #: Fields a caller may change with :meth:`Shard.update`.
 UPDATABLE = frozenset(
@@ -252,7 +253,7 @@ class Writes(Job):
         the winner (same ``op``), which returns the winner's answer.
         """
         context = self.core.check_context(context)
-        if isinstance(expected_version, bool) or not isinstance(expected_version, int):
+        if not is_int(expected_version):
             raise InvalidRequest("expected_version", "must be an int")
         if not isinstance(changes, dict) or not changes:
             raise InvalidRequest("changes", "must be a non-empty dict")
@@ -300,9 +301,7 @@ class Writes(Job):
         """Forget a memory (hard delete from store and index). False if already gone
         (a re-execution of a delete that succeeded, same ``op``, answers True)."""
         context = self.core.check_context(context)
-        if expected_version is not None and (
-            isinstance(expected_version, bool) or not isinstance(expected_version, int)
-        ):
+        if expected_version is not None and not is_int(expected_version):
             raise InvalidRequest("expected_version", "must be an int or None")
         call = self.core.op_call("delete", context, op)
         current = self.core.nodes.get(memory_id)

@@ -290,9 +290,6 @@ class RedisStore:
             pipe.hmget(self.keys.node(mid), _FIELDS)
         return [_to_node(v) for v in self._call(pipe.execute)]
 
-    def _members(self, key: str) -> list[str]:
-        return sorted(m.decode() for m in self._call(self._r.smembers, key))
-
     def slot(self, scope_key: str, key: str) -> tuple[str | None, int]:
         head, seq = self._call(self._r.hmget, self.keys.slot(scope_key, key), ("id", "q"))
         return (head.decode() if head else None, int(seq or 0))
@@ -342,12 +339,6 @@ class RedisStore:
             if len(parts) == 5 and head is not None:
                 out.append(("\x1f".join(parts[:4]), parts[4], head.decode(), int(seq or 0)))
         return sorted(out)
-
-    def list_by_scope(self, scope_key: str) -> list[MemoryNode]:
-        return [n for n in self.get_many(self._members(self.keys.scope(scope_key))) if n]
-
-    def find_by_key(self, scope_key: str, key: str) -> list[MemoryNode]:
-        return [n for n in self.get_many(self._members(self.keys.fact(scope_key, key))) if n]
 
     def iter_all(self, batch_size: int = 1000) -> Iterator[MemoryNode]:
         cursor = 0

@@ -289,14 +289,6 @@ class SqliteStore:
         rows = self._query("SELECT scope_key, mkey, head, seq FROM slots ORDER BY scope_key, mkey")
         return [(str(r[0]), str(r[1]), str(r[2]), int(r[3])) for r in rows]
 
-    def list_by_scope(self, scope_key: str) -> list[MemoryNode]:
-        rows = self._query(f"SELECT {_COLS} FROM nodes WHERE scope_key=?", (scope_key,))
-        return [_row_to_node(r) for r in rows]
-
-    def find_by_key(self, scope_key: str, key: str) -> list[MemoryNode]:
-        rows = self._query(f"SELECT {_COLS} FROM nodes WHERE scope_key=? AND mkey=?", (scope_key, key))
-        return [_row_to_node(r) for r in rows]
-
     def iter_all(self, batch_size: int = 1000) -> Iterator[MemoryNode]:
         last = -1
         while True:

@@ -388,7 +388,7 @@ def test_ids_are_unique_across_shards_and_by_id_calls_touch_one_memory(bus):
 def test_broadcast_cannot_be_hijacked(bus):
     """A node planted at the deterministic copy id is never returned as the broadcast's
     result (issue 10, item 2)."""
-    from memorybus.shard.maintenance import broadcast_id
+    from memorybus.shard.broadcast import broadcast_id
 
     o = org()
     alice, mallory = Context(o, "alice", "writer"), Context(o, "mallory")

@@ -54,15 +54,6 @@ def test_put_get_round_trip(store):
     assert store.count() == 1
 
 
-def test_list_by_scope_and_key(store):
-    a, b, c = mk("a", key="k1"), mk("b", key="k1"), mk("c", scope=S2, key="k1")
-    store.commit(WriteBatch(puts=[a, b, c]))
-    assert {n.id for n in store.list_by_scope(S1.key)} == {a.id, b.id}
-    assert {n.id for n in store.find_by_key(S1.key, "k1")} == {a.id, b.id}
-    assert {n.id for n in store.find_by_key(S2.key, "k1")} == {c.id}
-    assert store.find_by_key(S1.key, "nope") == []
-
-
 def test_iter_all_and_get_many(store):
     nodes = [mk(f"n{i}") for i in range(2500)]
     store.commit(WriteBatch(puts=nodes))
@@ -115,7 +106,7 @@ def test_delete(store):
         store.commit(WriteBatch(deletes=[(a.id, 5)]))
     store.commit(WriteBatch(deletes=[(a.id, 1)]))
     assert store.get(a.id) is None and store.count() == 0
-    assert store.find_by_key(S1.key, "k") == [] and store.list_by_scope(S1.key) == []
+    assert list(store.iter_all()) == []
     with pytest.raises(MemoryNotFound):
         store.commit(WriteBatch(deletes=[(a.id, None)]))
 

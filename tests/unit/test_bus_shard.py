@@ -98,7 +98,7 @@ def test_rejected_and_reinforced_assertions(shard, embedder, clock):
     again, vagain = fact(embedder, "Deploy target is AWS", confidence=1.0, valid_from=t0 + 2 * DAY)
     rr = shard.assert_fact(U1, again, vagain)
     assert rr.outcome == "reinforced" and rr.node.id == ra.node.id and rr.node.confidence == 1.0
-    assert shard.store.find_by_key(USER.key, KEY) and len(shard.store.find_by_key(USER.key, KEY)) == 2
+    assert len([n for n in shard.store.iter_all() if n.scope.key == USER.key and n.key == KEY]) == 2
     assert [e.data["outcome"] for e in shard.history(U1, KEY, USER)] == ["created", "rejected", "reinforced"]
 
 
