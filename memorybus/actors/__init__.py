@@ -89,7 +89,7 @@ def replace_dead(handles: list[Any], create: Callable[[int], Any], probe: str, t
         try:
             ray.get(ref, timeout=timeout)
         except ray.exceptions.ActorDiedError:
-            with contextlib.suppress(Exception):
+            with contextlib.suppress(ValueError, ray.exceptions.RayError):
                 ray.kill(out[i], no_restart=True)
             out[i] = create(i)
         except ray.exceptions.RayError:  # alive but failing: the readiness check reports it

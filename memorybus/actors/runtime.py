@@ -328,7 +328,7 @@ def shutdown() -> None:
 
 
 def kill(handle: Any) -> None:
-    with contextlib.suppress(Exception):
+    with contextlib.suppress(ValueError, rex.RayError):  # already gone
         ray.kill(handle, no_restart=True)
 
 

@@ -127,14 +127,18 @@ class EdgeVectorIndex:
             for name in ("scope", "kind", "status"):
                 shard.update(qe.UpdateOperation.create_field_index(name, qe.PayloadSchemaType.Keyword))
             return shard
-        except Exception as exc:
+        except Exception as exc:  # qdrant_edge raises plain Exception for every failure
             raise IndexUnavailable(self.backend, f"{self.path}: {exc}") from None
 
-    def _update(self, op: Any) -> None:
+    def _call(self, method: str, *args: Any) -> Any:
+        """A call of the Qdrant Edge shard; its failures as IndexUnavailable."""
         try:
-            self._shard.update(op)
-        except Exception as exc:
+            return getattr(self._shard, method)(*args)
+        except Exception as exc:  # qdrant_edge raises plain Exception for every failure
             raise IndexUnavailable(self.backend, str(exc)) from None
+
+    def _update(self, op: Any) -> None:
+        self._call("update", op)
 
     def upsert(self, nodes: Sequence[MemoryNode]) -> None:
         if not nodes:
@@ -170,27 +174,17 @@ class EdgeVectorIndex:
             with_payload=False,
             with_vector=False,
         )
-        try:
-            hits = self._shard.search(req)
-        except Exception as exc:
-            raise IndexUnavailable(self.backend, str(exc)) from None
-        return [(str(h.id), float(h.score)) for h in hits]
+        return [(str(h.id), float(h.score)) for h in self._call("search", req)]
 
     def count(self) -> int:
-        try:
-            return int(self._shard.count(self._qe.CountRequest(exact=True)))
-        except Exception as exc:  # qdrant_edge raises plain Exception
-            raise IndexUnavailable(self.backend, str(exc)) from None
+        return int(self._call("count", self._qe.CountRequest(exact=True)))
 
     def optimize(self) -> bool:
         """Build HNSW / merge segments now (blocking; run it off the hot path)."""
-        return bool(self._shard.optimize())
+        return bool(self._call("optimize"))
 
     def flush(self) -> None:
-        try:
-            self._shard.flush()
-        except Exception as exc:  # qdrant_edge raises plain Exception
-            raise IndexUnavailable(self.backend, str(exc)) from None
+        self._call("flush")
 
     def reset(self) -> None:
         self.drop_checkpoint()
@@ -226,7 +220,7 @@ class EdgeVectorIndex:
             os.remove(self._checkpoint_path())
 
     def close(self) -> None:
-        with contextlib.suppress(Exception):
+        with contextlib.suppress(Exception):  # qdrant_edge raises plain Exception (closed twice)
             self._shard.close()
 
 
@@ -237,7 +231,11 @@ class QdrantClientIndex:
 
     def __init__(self, collection: str, dim: int, *, url: str | None = None, path: str | None = None) -> None:
         from qdrant_client import QdrantClient, models
+        from qdrant_client.http.exceptions import ApiException
 
+        #: what qdrant-client raises: its API errors (a server's answers, a failed
+        #: connection), and ValueError/RuntimeError/OSError from local mode's files
+        self._errors = (ApiException, ValueError, RuntimeError, OSError)
         self._m = models
         self.collection = collection
         self.dim = dim
@@ -246,7 +244,7 @@ class QdrantClientIndex:
             self._client = QdrantClient(url=url) if url else QdrantClient(path=path or ":memory:")
             if not self._client.collection_exists(collection):
                 self._create()
-        except Exception as exc:
+        except self._errors as exc:
             raise IndexUnavailable(self.backend, str(exc)) from None
 
     def _create(self) -> None:
@@ -263,7 +261,7 @@ class QdrantClientIndex:
     def _do(self, fn: Any, *args: Any, **kw: Any) -> Any:
         try:
             return fn(*args, **kw)
-        except Exception as exc:
+        except self._errors as exc:
             raise IndexUnavailable(self.backend, str(exc)) from None
 
     def upsert(self, nodes: Sequence[MemoryNode]) -> None:
@@ -331,5 +329,5 @@ class QdrantClientIndex:
         return None
 
     def close(self) -> None:
-        with contextlib.suppress(Exception):
+        with contextlib.suppress(*self._errors):
             self._client.close()
