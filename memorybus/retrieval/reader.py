@@ -59,22 +59,9 @@ class RecallReader:
     ``structure`` (keywords, vectors in memory, threads: kept by the shard);
     ``touch(ids, now)`` counts the accesses of what a recall returned."""
 
-    def __init__(
-        self,
-        nodes: Mapping[str, MemoryNode],
-        index: NearestIndex,
-        structure: RecallIndex,
-        *,
-        ranking: RankingWeights,
-        dim: int,
-        clock: Clock,
-        touch: Callable[[list[str], float], None],
-    ) -> None:
-        self.nodes = nodes
-        self.index = index
-        self.ranking = ranking
-        self.dim = dim
-        self.clock = clock
+    def __init__(self, nodes: Mapping[str, MemoryNode], index: NearestIndex, structure: RecallIndex, *,
+                 ranking: RankingWeights, dim: int, clock: Clock, touch: Callable[[list[str], float], None]) -> None:
+        self.nodes, self.index, self.ranking, self.dim, self.clock = nodes, index, ranking, dim, clock
         self._touch = touch
         self.structure = structure
 

@@ -146,15 +146,9 @@ class SearchIndex:
         return True
 
     # ------------------------------------------------------------------- reads
-    def search(
-        self,
-        vector: np.ndarray,
-        limit: int,
-        *,
-        scope_keys: Sequence[str],
-        kinds: Sequence[MemoryKind] | None = None,
-        statuses: Sequence[MemoryStatus] | None = None,
-    ) -> list[tuple[str, float]]:
+    def search(self, vector: np.ndarray, limit: int, *, scope_keys: Sequence[str],
+               kinds: Sequence[MemoryKind] | None = None,
+               statuses: Sequence[MemoryStatus] | None = None) -> list[tuple[str, float]]:  # fmt: skip
         """Top ``limit`` ``(id, cosine)`` in ``scope_keys``: from the index, or exactly
         from memory while the index is stale (or fails now)."""
         if not self.stale:
