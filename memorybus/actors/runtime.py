@@ -133,32 +133,58 @@ def _get_settled(refs: list[Any], deadline: _Deadline) -> list[Any]:
     return out
 
 
+class _Drive:
+    """One operation's progress, for both runners: what it waits for now (``wanted``),
+    the deadline of that wait (``wait``) and of the whole operation (``deadline``)."""
+
+    def __init__(self, op: Op[Any], timeout: float | None, blocking: bool) -> None:
+        self.op = op
+        self.deadline = self.wait = _Deadline(timeout)
+        self.wanted: Any = None
+        self.value: Any = None
+        self._token = _BLOCKING.set(blocking)
+
+    def advance(self, result: Any = None, error: BaseException | None = None) -> bool:
+        """Hand the operation what it waited for, or throw in the wait's error (a memorybus
+        error, so it may add what it knows, such as its operation id, or recover). False
+        once it has returned (its value in ``value``); what it raises propagates."""
+        try:
+            self.wanted = self.op.send(result) if error is None else self.op.throw(error)
+        except StopIteration as stop:
+            self.value = stop.value
+            return False
+        self.wait = self.deadline.narrowed(self.wanted)
+        return True
+
+    def refs(self) -> list[Any]:
+        wanted = self.wanted
+        return list(wanted.refs if isinstance(wanted, Within | Settled) else wanted)
+
+    def close(self) -> None:
+        _BLOCKING.reset(self._token)
+
+
 def run_sync(op: Op[T], timeout: float | None = None) -> T:
     """Drive ``op`` with ``ray.get``, all of it within ``timeout`` seconds (None: no
-    limit; past it, OperationTimeout). A failed wait is thrown into the operation (as a
-    memorybus error), so it may add what it knows (its operation id) or recover."""
-    deadline = _Deadline(timeout)
-    token = _BLOCKING.set(True)
+    limit; past it, OperationTimeout). A failed wait is thrown into the operation."""
+    drive = _Drive(op, timeout, blocking=True)
     try:
-        wanted = op.send(None)
-        while True:
-            wait = deadline.narrowed(wanted)
+        going = drive.advance()
+        while going:
             try:
-                if isinstance(wanted, Settled):
-                    result: Any = _get_settled(wanted.refs, deadline)
+                if isinstance(drive.wanted, Settled):
+                    result: Any = _get_settled(drive.refs(), drive.deadline)
                 else:
-                    result = ray.get(wanted.refs if isinstance(wanted, Within) else wanted, timeout=wait.left())
+                    result = ray.get(drive.refs(), timeout=drive.wait.left())
             except rex.GetTimeoutError:
-                wanted = op.throw(wait.error())
-                continue
+                going = drive.advance(error=drive.wait.error())
             except rex.RayError as exc:  # the actor's own errors arrive wrapped in RayTaskError
-                wanted = op.throw(unwrap(exc))
-                continue
-            wanted = op.send(result)
-    except StopIteration as stop:
-        return stop.value
+                going = drive.advance(error=unwrap(exc))
+            else:
+                going = drive.advance(result)
+        return drive.value
     finally:
-        _BLOCKING.reset(token)
+        drive.close()
 
 
 async def _await_one(ref: Any) -> Any:
@@ -167,32 +193,24 @@ async def _await_one(ref: Any) -> Any:
 
 async def run_async(op: Op[T], timeout: float | None = None) -> T:
     """:func:`run_sync` with ``await``."""
-    deadline = _Deadline(timeout)
-    token = _BLOCKING.set(False)
+    drive = _Drive(op, timeout, blocking=False)
     try:
-        wanted = op.send(None)
-        while True:
-            wait = deadline.narrowed(wanted)
+        going = drive.advance()
+        while going:
+            settled = isinstance(drive.wanted, Settled)
+            waiting = asyncio.gather(*map(_await_one, drive.refs()), return_exceptions=settled)
             try:
-                if isinstance(wanted, Settled):
-                    raw = await asyncio.wait_for(
-                        asyncio.gather(*map(_await_one, wanted.refs), return_exceptions=True), deadline.left()
-                    )
-                    result: Any = [unwrap(r) if isinstance(r, BaseException) else r for r in raw]
-                else:
-                    refs = wanted.refs if isinstance(wanted, Within) else wanted
-                    result = await asyncio.wait_for(asyncio.gather(*map(_await_one, refs)), wait.left())
+                raw = await asyncio.wait_for(waiting, (drive.deadline if settled else drive.wait).left())
             except TimeoutError:
-                wanted = op.throw(wait.error())
-                continue
+                going = drive.advance(error=drive.wait.error())
             except rex.RayError as exc:  # the actor's own errors arrive wrapped in RayTaskError
-                wanted = op.throw(unwrap(exc))
-                continue
-            wanted = op.send(result)
-    except StopIteration as stop:
-        return stop.value
+                going = drive.advance(error=unwrap(exc))
+            else:  # a settled wait hands each failure over as a memorybus error
+                handed = [unwrap(r) if isinstance(r, BaseException) else r for r in raw] if settled else raw
+                going = drive.advance(handed)
+        return drive.value
     finally:
-        _BLOCKING.reset(token)
+        drive.close()
 
 
 def _field(text: str, name: str) -> str:
