@@ -19,6 +19,7 @@ from typing import Any, TypeAlias
 
 from memorybus.errors import InvalidRequest
 from memorybus.model import MemoryNode
+from memorybus.words import STOP_WORDS
 
 # ----------------------------------------------------------------- normalising
 _WS = re.compile(r"\s+")
@@ -192,17 +193,8 @@ _IS_RE = re.compile(
     rf"(?P<s>{_NAME})\.?\s+(?:is|am)\s+{_ADV_AFTER}"
     rf"(?:(?:a|an|the)\s+(?P<l>{_LOWER}(?:\s+{_LOWER}){{0,3}})\b|(?:(?:a|an|the)\s+)?(?P<o>{_NAME}))"
 )
-# capitalised words that start sentences rather than name things
-_STOP_WORDS = """
-    the a an this that these those it he she they we you i me my our your his her their its there here
-    i'm i've i'd i'll it's that's what's here's there's let's
-    yesterday today tonight tomorrow now then also however meanwhile recently last next after before since
-    when while if so and but or what where who whom whose which why how does do did is are was were am be
-    can could would should will shall may might must please hi hello hey dear thanks thank yes no not ok
-    okay in on at for from to of by with as every each some any all both never always still just soon once
-    later earlier first finally anyway well oh wow sure maybe perhaps also because although though
-"""
-_STOP = frozenset(_STOP_WORDS.split())
+# capitalised function words start sentences rather than name things
+_STOP = STOP_WORDS
 _CALENDAR_WORDS = """
     january february march april june july august september october november december
     monday tuesday wednesday thursday friday saturday sunday
