@@ -120,7 +120,9 @@ start() {
 stop() {
   for f in "$PIDS.backup" "$PIDS"; do
     if [ -s "$f" ] && kill -0 "$(cat "$f")" 2>/dev/null; then
-      kill -TERM "$(cat "$f")"
+      # each runs in a session of its own (setsid): signal its whole group, so the
+      # backup loop's sleep does not outlive it
+      kill -TERM -- "-$(cat "$f")" 2>/dev/null || kill -TERM "$(cat "$f")"
       for _ in $(seq 1 100); do kill -0 "$(cat "$f")" 2>/dev/null || break; sleep 0.1; done
     fi
     rm -f "$f"

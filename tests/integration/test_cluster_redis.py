@@ -67,7 +67,7 @@ def head(tmp_path: Path):
         for f in (pidfile, pidfile.with_suffix(".pid.backup")):  # never leave a process behind
             if f.exists() and f.read_text().strip():
                 with contextlib.suppress(ProcessLookupError):
-                    os.kill(int(f.read_text()), signal.SIGKILL)
+                    os.killpg(int(f.read_text()), signal.SIGKILL)  # its whole session: sleep included
 
 
 def server_pid(client: redis.Redis) -> int:
@@ -121,3 +121,26 @@ def test_head_redis_is_durable_private_supervised_and_restorable(head):
     assert client.config_get("appendonly")["appendonly"] == "yes"  # back to AOF after the restore
     assert any((tmp_path / "volume").glob("data.before-restore-*"))  # the replaced data is kept aside
     store.close()
+    # stop leaves nothing behind: the supervisor and the backup loop go with their
+    # whole process groups (the loop's pending sleep included)
+    home = tmp_path / "home"
+    groups = []
+    for f in home.glob("memorybus/redis/supervisor.pid*"):
+        if f.read_text().strip():
+            groups.append(int(f.read_text()))
+    assert groups, "the supervisor and backup loop write their pids"
+    run("bash ~/memorybus-deploy/redis.sh stop")
+    deadline = time.time() + 10
+    alive = groups
+    while alive and time.time() < deadline:
+        alive = [g for g in groups if _group_alive(g)]
+        time.sleep(0.1)
+    assert alive == [], f"processes left in groups {alive}"
+
+
+def _group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    return True
