@@ -55,7 +55,7 @@ class MemoryBus:
     # ------------------------------------------------------------- operations
     remember, remember_async = operations(memories.remember, "write")
     remember_many, remember_many_async = operations(memories.remember_many, "write")
-    remember_turns, remember_turns_async = operations(memories.remember_turns, None)
+    remember_turns, remember_turns_async = operations(memories.remember_turns, "write")
     get, get_async = operations(memories.get, "read")
     update, update_async = operations(memories.update, "write")
     forget, forget_async = operations(memories.forget, "write")

@@ -52,14 +52,14 @@ def test_every_async_method_is_the_twin_of_a_sync_one():
 
 def test_each_operation_is_one_definition_with_a_time_limit():
     """Every public operation of the class body is an :class:`operation`, whose limit is
-    the config's read or write timeout, fixed seconds, or none (``remember_turns``)."""
+    the config's read or write timeout, or fixed seconds: every write has the write timeout."""
     ops = {n: v for n, v in vars(MemoryBus).items() if isinstance(v, operation)}
     methods = _public_methods()
     assert set(ops) == {n for n in methods if not n.endswith("_async")} - LIFECYCLE
     assert {ops[n].limit for n in ("recall", "get", "list_memories", "current_fact", "context_for")} == {"read"}
-    writes = ("remember", "remember_many", "update", "forget", "assert_fact", "assert_facts", "broadcast")
+    writes = ("remember", "remember_many", "remember_turns", "update", "forget", "assert_fact", "assert_facts",
+              "broadcast")
     assert {ops[n].limit for n in writes} == {"write"}
-    assert ops["remember_turns"].limit is None
 
 
 def test_signatures_read_as_the_caller_sees_them():
