@@ -65,7 +65,7 @@ _EXPORTS = {
     "MemoryKind": "memorybus.model",
     "MemoryNode": "memorybus.model",
     "MemoryStatus": "memorybus.model",
-    "salience": "memorybus.model",
+    "salience": "memorybus.salience",
     "RecallHit": "memorybus.retrieval",
     "RecallOptions": "memorybus.retrieval",
     "Context": "memorybus.scopes",
@@ -171,8 +171,9 @@ if TYPE_CHECKING:
     )
     from memorybus.events import Event, EventFilter, EventKind
     from memorybus.ids import derived_id, new_id
-    from memorybus.model import MemoryKind, MemoryNode, MemoryStatus, salience
+    from memorybus.model import MemoryKind, MemoryNode, MemoryStatus
     from memorybus.prompt import ContextBlock
     from memorybus.retrieval import RecallHit, RecallOptions
+    from memorybus.salience import salience
     from memorybus.scopes import Context, Level, Scope
     from memorybus.shard import FactResult

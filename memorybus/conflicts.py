@@ -13,7 +13,8 @@ from dataclasses import dataclass
 from enum import Enum
 
 from memorybus.errors import InvalidRequest
-from memorybus.model import SECONDS_PER_DAY, MemoryNode
+from memorybus.model import MemoryNode
+from memorybus.salience import SECONDS_PER_DAY
 
 AUTHORITY_TAG = "authority"
 

@@ -16,7 +16,8 @@ import numpy as np
 
 from memorybus.config import ConsolidationPolicy, DecayPolicy
 from memorybus.ids import derived_id
-from memorybus.model import SECONDS_PER_DAY, MemoryKind, MemoryNode, MemoryStatus, salience_array
+from memorybus.model import MemoryKind, MemoryNode, MemoryStatus
+from memorybus.salience import SECONDS_PER_DAY, salience_array
 from memorybus.scopes import Scope
 from memorybus.words import STOP_WORDS
 

@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import asyncio
 import os
+import pickle
 from typing import Any
 
 import ray
 from ray import cloudpickle
+from ray.exceptions import RayError
 
 from memorybus.actors.runtime import pick_one
 from memorybus.config import Config
@@ -35,6 +37,16 @@ def _kv(config: Config, partition: int) -> KeyValue:
     return SqliteKV(os.path.join(os.path.abspath(config.data_dir), f"bus-{partition}", "bus.sqlite"))
 
 
+def _decode_target(blob: bytes) -> Any:
+    """A stored push target (a subscriber's actor handle), or None when it cannot be
+    restored (its class or Ray's handle format is gone): the subscriber re-attaches by
+    subscribing again."""
+    try:
+        return cloudpickle.loads(blob)
+    except (pickle.UnpicklingError, EOFError, AttributeError, ImportError, TypeError, ValueError, RayError):
+        return None
+
+
 class HubActor:
     def __init__(self, config: Config, partition: int) -> None:
         self.config = config
@@ -49,7 +61,7 @@ class HubActor:
             queue_limit=config.bus.subscriber_queue,
             batch_size=config.bus.delivery_batch,
             encode_target=cloudpickle.dumps,
-            decode_target=cloudpickle.loads,
+            decode_target=_decode_target,
             cursor_flush_seconds=config.bus.cursor_flush_seconds,
             replay_page=config.bus.replay_page,
         )

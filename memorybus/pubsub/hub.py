@@ -37,19 +37,11 @@ from collections import Counter, deque
 from collections.abc import Callable
 from typing import Any
 
-import msgpack
-
+from memorybus.errors import StoreUnavailable
 from memorybus.events import Event, EventFilter, deliverable
 from memorybus.pubsub.ports import Deliver, KeyValue, LastSeqs, ReadEvents
-from memorybus.pubsub.records import (
-    Subscription,
-    check_name,
-    decode_context,
-    decode_filter,
-    encode_context,
-    encode_filter,
-    subscription_id,
-)
+from memorybus.pubsub.records import Subscription, check_name, subscription_id
+from memorybus.pubsub.store import SubscriptionStore
 from memorybus.scopes import Context
 
 log = logging.getLogger(__name__)
@@ -77,8 +69,7 @@ class Hub:
         self._deliver = deliver
         self.queue_limit = queue_limit
         self.batch_size = batch_size
-        self._encode_target = encode_target
-        self._decode_target = decode_target
+        self.store = SubscriptionStore(kv, encode_target, decode_target)
         self.subs: dict[str, Subscription] = {}
         self.published = 0
         self.published_by_org: Counter[str] = Counter()
@@ -90,17 +81,7 @@ class Hub:
 
     # ------------------------------------------------------------ persistence
     def _save(self, sub: Subscription) -> None:
-        record = {
-            "name": sub.name,
-            "context": encode_context(sub.context),
-            "filter": encode_filter(sub.filter),
-            "method": sub.method,
-            "target": self._encode_target(sub.target) if sub.target is not None else None,
-            "push": sub.target is not None,
-        }
-        self.kv.put_many(
-            {f"sub:{sub.id}": msgpack.packb(record, use_bin_type=True), f"cur:{sub.id}": msgpack.packb(sub.acked)}
-        )
+        self.store.save(sub)
         self._dirty.discard(sub.id)
 
     def _save_cursor(self, sub: Subscription) -> None:
@@ -113,55 +94,24 @@ class Hub:
         await asyncio.sleep(self.cursor_flush_seconds)
         try:
             self.flush()
-        except Exception as exc:  # the store is down: keep them dirty, try again
+        except StoreUnavailable as exc:  # the store is down: keep them dirty, try again
             log.warning("cursor flush failed: %s", exc)
             await asyncio.sleep(max(0.5, self.cursor_flush_seconds))
             self._flusher = asyncio.get_running_loop().create_task(self._flush_later())
 
     def flush(self) -> int:
         """Write every moved cursor now, in one durable write; returns how many."""
-        dirty = [sid for sid in self._dirty if sid in self.subs]
+        dirty = [self.subs[sid] for sid in self._dirty if sid in self.subs]
         if dirty:
-            self.kv.put_many({f"cur:{sid}": msgpack.packb(self.subs[sid].acked) for sid in dirty})
+            self.store.save_cursors(dirty)
             self.cursor_writes += 1
         self._dirty.clear()
         return len(dirty)
 
     def restore(self) -> int:
-        """Reload durable subscriptions (after a hub restart); they resume by replay.
-
-        A record written before subscriptions had owners (keyed by name alone) is moved
-        under its owner's id."""
-        for key, blob in self.kv.scan("sub:"):
-            sub_id = key[4:]
-            rec = msgpack.unpackb(blob, raw=False)
-            cur = self.kv.get(f"cur:{sub_id}")
-            name = rec.get("name") or sub_id
-            owner = decode_context(rec["context"])
-            if sub_id != subscription_id(owner, name):
-                old, sub_id = sub_id, subscription_id(owner, name)
-                self.kv.put_many({f"sub:{sub_id}": msgpack.packb({**rec, "name": name}, use_bin_type=True),
-                                  **({f"cur:{sub_id}": cur} if cur else {})})
-                self.kv.delete(f"sub:{old}")
-                self.kv.delete(f"cur:{old}")
-            if sub_id in self.subs:
-                continue  # already restored (an earlier attempt stopped part way)
-            target = None
-            if rec["push"] and rec["target"] is not None:
-                try:
-                    target = self._decode_target(rec["target"])
-                except Exception:  # the subscriber is gone; it re-attaches by subscribing
-                    target = None
-            sub = Subscription(
-                sub_id,
-                owner,
-                decode_filter(rec["filter"]),
-                target,
-                rec["method"],
-                dict(msgpack.unpackb(cur, raw=False)) if cur else {},
-                name=name,
-            )
-            self.subs[sub_id] = sub
+        """Reload durable subscriptions (after a hub restart); they resume by replay."""
+        for sub in self.store.load(skip=self.subs):
+            self.subs[sub.id] = sub
             self._start(sub)
         return len(self.subs)
 
@@ -202,9 +152,9 @@ class Hub:
             if existing.task is None or existing.task.done():
                 self._start(existing)
             return dict(existing.acked)
-        saved = self.kv.get(f"cur:{sub_id}")
+        saved = self.store.cursors(sub_id)
         if saved is not None:
-            acked = dict(msgpack.unpackb(saved, raw=False))
+            acked = saved
         elif start == "beginning":
             acked = {}
         else:
@@ -223,8 +173,7 @@ class Hub:
             return False  # not the caller's
         self.subs.pop(sub_id, None)
         self._dirty.discard(sub_id)
-        self.kv.delete(f"sub:{sub_id}")
-        self.kv.delete(f"cur:{sub_id}")
+        self.store.delete(sub_id)
         if sub is None:
             return False
         sub.closed = True
@@ -241,8 +190,7 @@ class Hub:
         sub_id = subscription_id(context, name)
         if sub_id in self.subs:
             return {}
-        saved = self.kv.get(f"cur:{sub_id}")
-        return dict(msgpack.unpackb(saved, raw=False)) if saved else {}
+        return self.store.cursors(sub_id) or {}
 
     def stats(self, context: Context) -> dict[str, Any]:
         """Delivery figures of the subscriptions ``context`` manages (by name), and the
@@ -359,7 +307,11 @@ class Hub:
                 backoff = 0.05
             except asyncio.CancelledError:
                 raise
-            except Exception as exc:  # subscriber or shard unavailable: replay after a pause
+            # Deliberately broad: ``deliver`` runs the subscriber's own method (user code,
+            # which may raise anything) and ``read_events`` crosses to the shards; whatever
+            # fails, the loop must live on: the error is recorded in the subscription's
+            # stats and the batch is replayed from the acknowledged cursors after a pause.
+            except Exception as exc:  # broad on purpose, see above
                 log.warning("subscription %s: %s; will replay", sub.id, exc)
                 sub.errors += 1
                 sub.last_error = repr(exc)

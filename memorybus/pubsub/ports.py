@@ -17,7 +17,8 @@ from memorybus.scopes import Context
 
 
 class KeyValue(Protocol):
-    """The hub's durable state (subscription records, acknowledged cursors); values are bytes."""
+    """The hub's durable state (subscription records, acknowledged cursors); values are bytes.
+    Every method raises :class:`~memorybus.errors.StoreUnavailable` when the store fails."""
 
     def get(self, key: str) -> bytes | None: ...
 

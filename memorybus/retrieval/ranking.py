@@ -31,12 +31,13 @@ from collections.abc import Callable, Mapping, Sequence
 import numpy as np
 
 from memorybus.config import RankingWeights
-from memorybus.model import SECONDS_PER_DAY, MemoryKind, MemoryNode, salience_array
+from memorybus.model import MemoryKind, MemoryNode
 from memorybus.retrieval.hits import RecallHit
 from memorybus.retrieval.query import Query
 from memorybus.retrieval.signals import Signals, dense_relevance, either, fuse, keyword_relevance
 from memorybus.retrieval.structure import RecallIndex
 from memorybus.retrieval.timeparse import time_match
+from memorybus.salience import SECONDS_PER_DAY, salience_array
 
 
 def rank(

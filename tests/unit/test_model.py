@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from memorybus import InvalidMemory, MemoryKind, MemoryNode, MemoryStatus, Scope
-from memorybus.model import effective_decay_rate, salience, salience_array
+from memorybus.salience import effective_decay_rate, salience, salience_array
 
 S = Scope("acme", "u1")
 

@@ -1,0 +1,128 @@
+"""RankingWeights: how recall weighs each signal, grouped by signal, each default with its provenance.
+
+Part of the configuration (``Config.ranking``; :mod:`memorybus.config` re-exports it):
+plain frozen data that checks itself when built. Nothing here is read at import time.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, fields
+from typing import Any, ClassVar
+
+from memorybus.errors import ConfigError
+
+
+def _w(default: Any, provenance: str) -> Any:
+    """A ranking default and where its value comes from (``RankingWeights.provenance()``)."""
+    return field(default=default, metadata={"provenance": provenance})
+
+
+_TUNED = "tuned on the dev files (LoCoMo dev, structured mode) with benchmarks/tune_recall.py"
+
+
+@dataclass(frozen=True, slots=True)
+class RankingWeights:
+    """How recall ranks (see :mod:`memorybus.retrieval.ranking`), grouped by signal.
+
+    **Relevance** (0..1, the gate): how well a memory matches the query.
+    ``dense = clip((cosine - dense_zero) / (dense_full - dense_zero))``;
+    ``keyword_share`` = the share of the query's BM25 weight the memory matches
+    (``bm25 / sum of the query terms' idf``, at most 1); ``content = 1 - (1 -
+    dense) * (1 - keyword * keyword_share)``. A turn of a declared thread is read
+    in its context: ``relevance = 1 - (1 - content) * (1 - neighbor * best
+    content of its thread neighbours)``. A memory below ``min_relevance`` is not
+    returned (``recall(min_relevance=...)`` changes that per call), and no
+    other signal can lift it above a memory at or over it.
+
+    **Structure and salience** reorder the relevant memories: the thread's own
+    relevance (its best member, and its centroid), the speaker or source the
+    query names, the time it names, links in the shard's knowledge graph, then
+    salience, recency, importance and confidence. With ``lift = thread *
+    thread_rel + speaker * named + time * time_match + graph * link``::
+
+        base = (relevance + lift) * (1 - salience + salience * salience_norm)
+               + recency * recency_norm + importance * importance_norm + confidence * confidence
+        top = 1 + thread + speaker + time + graph + recency + importance + confidence
+        score = min_relevance + (1 - min_relevance) * base / top   (relevant)
+        score = relevance                                          (below the floor)
+
+    so every score is in 0..1 and a relevant memory always outranks an
+    irrelevant one. ``RankingWeights.provenance()`` says where each default
+    comes from; ``RankingWeights.GROUPS`` names the fields of each group
+    (relevance, structure, rerank, candidates, index) and ``weights.group(name)``
+    gives their values.
+    """
+
+    # -- relevance: the gate ---------------------------------------------------------
+    dense_zero: float = _w(0.12, "measured: median cosine of a LoCoMo dev question with the turns of the other dev "
+                           "conversations (0.118; tune_recall.py --calibrate): unrelated text sits at or below it")
+    dense_full: float = _w(1.0, f"{_TUNED}: 0.75 saturated near-duplicates into ties; 1.0 keeps their order")
+    keyword: float = _w(1.0, f"{_TUNED}: LoCoMo R@10 rose with it (0.6 -> 0.8 -> 1.0), the cap of the scale")
+    neighbor: float = _w(0.5, f"{_TUNED}: grid 0.3/0.5/0.7 (within 0.005 of each other)")
+    min_relevance: float = _w(0.15, "measured: a cosine of 0.252 on the dense scale, between the 5th percentile of "
+                              "dev question/gold-turn cosines (0.246) and the 90th of other-conversation pairs "
+                              "(0.251); tune_recall.py --calibrate; costs <0.002 LoCoMo R@10")
+    # -- structure: reorders relevant memories ----------------------------------------
+    thread: float = _w(0.7, f"{_TUNED}: grid 0.35/0.5/0.7/1.0")
+    thread_centroid: float = _w(0.6, f"{_TUNED}: grid 0/0.3/0.5/0.6/1.0")
+    speaker: float = _w(0.2, f"{_TUNED}: grid 0/0.1/0.15/0.2/0.35/0.5 (0 lost 0.02 R@10)")
+    time: float = _w(0.4, f"{_TUNED}: grid 0.2/0.4/0.7")
+    time_slack_days: float = _w(10.0, "design choice, not tuned: a memory ten days off a named time no longer matches")
+    graph: float = _w(0.3, "design choice, not tuned: the dev files hold conversation turns, which the graph "
+                      "signal leaves to the thread structure")
+    # -- salience and the rest of the rerank -------------------------------------------
+    salience: float = _w(0.15, "design choice, not tuned: the dev files carry no access history")
+    recency: float = _w(0.05, "design choice, not tuned: the dev files give no signal on write age")
+    recency_half_life_days: float = _w(30.0, "design choice: a month")
+    importance: float = _w(0.05, "design choice, not tuned: the dev files carry no importance")
+    confidence: float = _w(0.05, "design choice, not tuned: the dev files carry no confidence")
+    # -- candidates ---------------------------------------------------------------------
+    hybrid: bool = _w(True, "design choice: dense + keyword + structure; False = calibrated cosine only")
+    candidate_multiplier: int = _w(4, "design choice: at least 4 x k dense candidates")
+    dense_candidates: int = _w(100, f"{_TUNED}: 200 did not change R@10")
+    keyword_candidates: int = _w(100, f"{_TUNED}: 200 did not change R@10")
+    neighbor_candidates: int = _w(30, "design choice: the thread neighbours of the best 30 join the candidates")
+    time_candidates: int = _w(50, f"{_TUNED}: 0 -> 50 added 0.003 R@10; a named time holding more is too broad")
+    exact_dense_limit: int = _w(2000, "design choice kept from earlier work: exact search over a few thousand "
+                                "cached vectors costs less than an index round trip")
+    # -- the keyword index and the vectors ----------------------------------------------
+    bm25_k1: float = _w(1.2, "the Okapi BM25 standard value")
+    bm25_b: float = _w(0.75, "the Okapi BM25 standard value, kept: tune_recall.py with b=0 lifts LoCoMo dev plain "
+                       "R@10 0.701 -> 0.722 but loses a LongMemEval dev question (0.951 -> 0.927); b=0.5 keeps it")
+    context_mix: float = _w(0.35, f"{_TUNED}: grid 0/0.2/0.35/0.5/0.7")
+    contextual_text: bool = _w(False, "design choice: no extra model work by default")
+
+    #: the fields by the signal or stage they weigh (the sections above, as data)
+    GROUPS: ClassVar[dict[str, tuple[str, ...]]] = {
+        "relevance": ("dense_zero", "dense_full", "keyword", "neighbor", "min_relevance"),
+        "structure": ("thread", "thread_centroid", "speaker", "time", "time_slack_days", "graph"),
+        "rerank": ("salience", "recency", "recency_half_life_days", "importance", "confidence"),
+        "candidates": ("hybrid", "candidate_multiplier", "dense_candidates", "keyword_candidates",
+                       "neighbor_candidates", "time_candidates", "exact_dense_limit"),
+        "index": ("bm25_k1", "bm25_b", "context_mix", "contextual_text"),
+    }  # fmt: skip
+
+    def __post_init__(self) -> None:
+        if not 0.0 <= self.dense_zero < self.dense_full <= 1.0:
+            raise ConfigError("ranking.dense_zero", "must satisfy 0 <= dense_zero < dense_full <= 1")
+        if not 0.0 <= self.min_relevance < 1.0:
+            raise ConfigError("ranking.min_relevance", "must be in [0, 1)")
+        for name in ("keyword", "neighbor", "thread_centroid"):
+            if not 0.0 <= getattr(self, name) <= 1.0:
+                raise ConfigError(f"ranking.{name}", "weighs evidence on the 0..1 scale: must be in [0, 1]")
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if isinstance(value, float) and (math.isnan(value) or value < 0):
+                raise ConfigError(f"ranking.{f.name}", "must be a number >= 0")
+
+    @classmethod
+    def provenance(cls) -> dict[str, str]:
+        """Where each default comes from."""
+        return {f.name: f.metadata["provenance"] for f in fields(cls)}
+
+    def group(self, name: str) -> dict[str, Any]:
+        """The weights of one group of :attr:`GROUPS` (e.g. ``"structure"``) and their values."""
+        if name not in self.GROUPS:
+            raise ConfigError("ranking group", f"{name!r} is not one of {sorted(self.GROUPS)}")
+        return {f: getattr(self, f) for f in self.GROUPS[name]}
