@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import os
+import pickle
 import threading
 from collections import OrderedDict, deque
 from collections.abc import Sequence
@@ -61,9 +62,13 @@ class Embedder:
 
         if threads is not None:  # None: leave the process's torch setting alone
             torch.set_num_threads(max(1, threads))
+        from safetensors import SafetensorError
+
         try:
             self.model = SentenceTransformer(str(model_path), device="cpu")
-        except Exception as exc:
+        except (OSError, ValueError, KeyError, RuntimeError, pickle.UnpicklingError, SafetensorError) as exc:
+            # no such path or no model there (OSError, ValueError), a broken config or
+            # weights file (KeyError, RuntimeError from torch, pickle, safetensors)
             raise EmbeddingError(f"cannot load model from {model_path}: {exc}") from None
         getter = getattr(self.model, "get_embedding_dimension", None) or (
             self.model.get_sentence_embedding_dimension
@@ -157,7 +162,7 @@ class Embedder:
             batch = [texts[missing[d][0]] for d in order]
             try:
                 vecs = self._forward(batch)
-            except Exception as exc:
+            except (RuntimeError, ValueError, TypeError, IndexError) as exc:  # torch and the tokenizer
                 raise EmbeddingError(str(exc)) from None
             if vecs.shape != (len(batch), self.dim) or not np.all(np.isfinite(vecs)):
                 raise EmbeddingError(f"model returned shape {vecs.shape}")
@@ -278,7 +283,10 @@ class BatchingEmbedder:
             batch = [t for req, s, e in parts for t in req.texts[s:e]]
             try:
                 vecs = await loop.run_in_executor(self._pool, self.embedder.encode, batch)
-            except Exception as exc:
+            # Deliberately broad: nothing is swallowed here. Whatever the model raised is
+            # handed to every caller waiting on this batch (their futures); catching less
+            # would end this worker and leave those callers waiting forever.
+            except Exception as exc:  # broad on purpose, see above
                 for req, _, _ in parts:
                     if not req.future.done():
                         req.future.set_exception(exc)

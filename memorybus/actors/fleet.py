@@ -118,8 +118,12 @@ def kill_worker_node(config: Config, timeout: float = 60.0) -> str:
     here = ray.get_runtime_context().get_node_id()
     hosts: list[str] = []
     for i in range(config.num_shards):
-        handle = ray.get_actor(shard_actor_name(config, i), namespace=config.namespace)
-        hosts.append(str(ray.get(handle.node_id.remote(), timeout=timeout)))
+        name = shard_actor_name(config, i)
+        try:
+            handle = ray.get_actor(name, namespace=config.namespace)
+            hosts.append(str(ray.get(handle.node_id.remote(), timeout=timeout)))
+        except (ValueError, ray.exceptions.RayError) as exc:  # no such actor; it died or timed out
+            raise ActorUnavailable(name, f"cannot tell which node hosts it: {exc}") from None
     alive = [n["NodeID"] for n in ray.nodes() if n.get("Alive")]
     victims = [n for n in hosts if n != here] or [n for n in alive if n != here]
     if not victims:

@@ -177,11 +177,13 @@ def _stop_actors(bus: MemoryBus) -> None:
     """Close the stores cleanly (cursors written, SQLite WAL checkpointed into the main
     files, so the data directory alone is a full copy), then kill every actor."""
     closing = [h.close.remote() for h in (bus._shards or []) + (bus._hubs or [])]
-    for ref in closing:
-        with contextlib.suppress(Exception):
-            runtime.run_sync(runtime.iter_refs([ref]), 30)
-    for handle in all_handles(bus):
-        runtime.kill(handle)
+    try:
+        for ref in closing:
+            with contextlib.suppress(MemoryBusError):  # the actor is gone or its store is down
+                runtime.run_sync(runtime.iter_refs([ref]), 30)
+    finally:  # killed whatever their close said
+        for handle in all_handles(bus):
+            runtime.kill(handle)
 
 
 def all_handles(bus: MemoryBus) -> list[Any]:
@@ -253,7 +255,9 @@ class _Loader(threading.Thread):
     def run(self) -> None:
         try:
             self._load()
-        except BaseException as exc:
+        # Deliberately broad: nothing is swallowed. Whatever loading raised is kept and
+        # raised again by the thread that joins this one (``start``).
+        except BaseException as exc:  # broad on purpose, see above
             self.error = exc
 
 

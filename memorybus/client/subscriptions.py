@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 from memorybus.actors import runtime
 from memorybus.actors.runtime import Op
 from memorybus.client.operation import check_context
-from memorybus.errors import DeliveryFailed, InvalidRequest
+from memorybus.errors import DeliveryFailed, InvalidRequest, MemoryBusError
 from memorybus.events import Event, EventFilter
 from memorybus.pubsub.records import check_name
 from memorybus.scopes import Context
@@ -113,7 +113,10 @@ class Subscription:
             try:
                 self._call(callback, batch, loop)
                 return True
-            except Exception as exc:
+            # Deliberately broad: the callback is the caller's own code and may raise
+            # anything. Each failure is recorded (``errors``, then ``failed``) and retried
+            # per policy; it must not end the listener's thread unrecorded.
+            except Exception as exc:  # broad on purpose, see above
                 last = exc
                 self.errors.append(exc)
                 log.warning("subscription %r: callback failed (attempt %d): %r", self.name, attempt + 1, exc)
@@ -139,7 +142,7 @@ class Subscription:
             try:
                 ref = hub.pull.remote(self.name, self._context, ack, 0.5)
                 batch = runtime.run_sync(runtime.iter_refs([ref]), 30)[0]
-            except Exception as exc:  # the hub actor restarts: keep listening
+            except MemoryBusError as exc:  # the hub actor restarts: keep listening
                 self.errors.append(exc)
                 time.sleep(0.2)
                 continue

@@ -298,7 +298,8 @@ class MemoryBusStore(BaseStore):
                 return
             except mb.VersionConflict as exc:
                 last = exc
-        assert last is not None
+        if last is None:  # no attempt was made (_MAX_CAS < 1)
+            raise mb.VersionConflict(fact_key, None, None)
         raise last
 
     # ---------------------------------------------------------------- drivers

@@ -250,14 +250,12 @@ class RecallIndex:
         if len(rows) != len(nodes) or max(rows, default=0) >= len(vecs):
             return vectors, rows  # the shard reports the mismatch
         out = np.asarray(vecs[rows], dtype=np.float32).copy()
-        order = sorted(
-            (i for i, n in enumerate(nodes) if isinstance(n, MemoryNode) and _episodic(n)),
-            key=lambda i: order_key(nodes[i]),  # type: ignore[arg-type]
+        episodes = sorted(
+            ((i, n) for i, n in enumerate(nodes) if isinstance(n, MemoryNode) and _episodic(n)),
+            key=lambda pair: order_key(pair[1]),
         )
         last: dict[str, int] = {}
-        for i in order:
-            node = nodes[i]
-            assert isinstance(node, MemoryNode)
+        for i, node in episodes:
             thread = thread_of(node)
             if thread is None:
                 continue

@@ -22,7 +22,7 @@ from typing import Any, TypeVar
 
 from memorybus.client import MemoryBus
 from memorybus.client.subscriptions import Inbox
-from memorybus.errors import InvalidMemory, InvalidRequest, ScopeViolation
+from memorybus.errors import InvalidMemory, InvalidRequest, MemoryBusError, ScopeViolation
 from memorybus.events import Event, EventFilter
 from memorybus.retrieval import RecallHit
 from memorybus.scopes import Context
@@ -32,6 +32,8 @@ from memorybus.simulation.world import epoch
 T = TypeVar("T")
 #: errors that are the caller's fault: retrying cannot help
 _PERMANENT = (InvalidRequest, InvalidMemory, ScopeViolation)
+#: what a bus call raises when a part of the bus fails or restarts, or past its deadline
+FAULTS = (MemoryBusError, TimeoutError)
 #: what a subscription delivers: fact assertions (current or not) and broadcasts
 EVENTS = ("asserted", "deprecated", "broadcast")
 MAX_USERS = 4
@@ -96,7 +98,6 @@ class SimAgent:
 
     async def _timed(self, op: str, make: Callable[[], Awaitable[T]], attempts: int) -> T:
         """Call ``make()`` up to ``attempts`` times, each under the op deadline."""
-        last: BaseException | None = None
         for i in range(attempts):
             t0 = time.perf_counter()
             try:
@@ -104,15 +105,15 @@ class SimAgent:
             except _PERMANENT:
                 self.latencies.append((op, time.perf_counter() - t0, False))
                 raise
-            except Exception as exc:  # a fault: the bus is restarting a part
+            except FAULTS:  # a fault: the bus is restarting a part
                 self.latencies.append((op, time.perf_counter() - t0, False))
-                last = exc
+                if i == attempts - 1:
+                    raise
                 await asyncio.sleep(min(2.0, 0.25 * 2**i))
                 continue
             self.latencies.append((op, time.perf_counter() - t0, True))
             return out
-        assert last is not None
-        raise last
+        raise InvalidRequest("attempts", f"must be at least 1, got {attempts}")
 
     def _context(self, user: str, session: str = "") -> Context:
         ctx = self.contexts[user]
@@ -134,7 +135,7 @@ class SimAgent:
                     w.content, ctx, scope=w.level, id=w.id, kind=w.kind, importance=w.importance,
                     decay_rate=w.decay_rate, valid_from=when, created_at=when), 4)
                 outcome = "stored"
-        except Exception as exc:
+        except FAULTS as exc:
             result.failed.append(f"{w.id} {type(exc).__name__}: {exc}"[:300])
             return
         result.acks.append(Ack(w.id, node.id, node.scope.as_tuple(), node.content, time.time(), outcome))
@@ -142,7 +143,7 @@ class SimAgent:
             to = self.rng.choice(("user", "org"))
             try:
                 copy = await self._timed("broadcast", lambda: self.bus.broadcast_async(node.id, to, ctx), 4)
-            except Exception as exc:
+            except FAULTS as exc:
                 result.failed.append(f"broadcast {w.id} {type(exc).__name__}: {exc}"[:300])
                 return
             result.acks.append(Ack(f"{w.id}>{to}", copy.id, copy.scope.as_tuple(), copy.content, time.time(),
@@ -156,14 +157,14 @@ class SimAgent:
                 hits = await self._timed("recall_as_of" if q.as_of else "recall", lambda: self.bus.recall_async(
                     q.text, ctx, k=5, as_of=q.as_of), 2)
                 ans.recall = [_hit(h) for h in hits if h.via == "match"]
-            except Exception as exc:
+            except FAULTS as exc:
                 ans.errors.append(f"recall: {type(exc).__name__}")
         if "fact" in q.methods and q.key:
             try:
                 node = await self._timed("current_fact", lambda: self.bus.current_fact_async(
                     q.key, ctx, scope=q.level), 2)
                 ans.fact = Hit(node.id, node.content, node.scope.as_tuple(), node.key) if node else None
-            except Exception as exc:
+            except FAULTS as exc:
                 ans.errors.append(f"current_fact: {type(exc).__name__}")
         if "context" in q.methods:
             try:
@@ -172,7 +173,7 @@ class SimAgent:
                 ans.context = block.text
                 ans.context_hits = [_hit(h) for h in block.memories]
                 ans.context_hits += [Hit(n.id, n.content, n.scope.as_tuple(), n.key) for n in block.core]
-            except Exception as exc:
+            except FAULTS as exc:
                 ans.errors.append(f"context_for: {type(exc).__name__}")
         if q.key:
             ans.notebook = self._from_notebook(q.key, q.as_of)

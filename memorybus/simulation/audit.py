@@ -21,6 +21,7 @@ from typing import Any
 from memorybus.client import MemoryBus
 from memorybus.errors import MemoryNotFound
 from memorybus.scopes import Context
+from memorybus.simulation.agent import FAULTS
 from memorybus.simulation.grading import visible
 from memorybus.simulation.tasks import Ack, AgentSpec, Received
 
@@ -46,7 +47,7 @@ async def lost_writes(bus: MemoryBus, acks: list[Ack], timeout: float = 60.0) ->
                 got = await asyncio.wait_for(bus.get_async(a.node, Context(*a.scope)), timeout)
             except MemoryNotFound:
                 return "missing"
-            except Exception as exc:  # a restarting part: ask again
+            except FAULTS as exc:  # a restarting part: ask again
                 if attempt == 2:
                     return f"unreadable: {type(exc).__name__}"
                 await asyncio.sleep(1.0)
@@ -71,7 +72,7 @@ async def fact_histories(
         for attempt in range(3):
             try:
                 return await asyncio.wait_for(bus.history_async(key, ctx, scope=level), timeout)
-            except Exception as exc:
+            except FAULTS as exc:
                 if attempt == 2:
                     return exc
                 await asyncio.sleep(1.0)

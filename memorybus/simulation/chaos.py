@@ -10,11 +10,13 @@ happens at least once, at a random moment inside a step, while agents work.
 from __future__ import annotations
 
 import random
+import subprocess
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from memorybus.errors import ConfigError, MemoryBusError
 from memorybus.simulation.redis_server import RedisServer
 
 #: kills one of the bus's actors by kind and index, returns its name
@@ -77,17 +79,19 @@ class Injector:
         record: dict[str, Any] = {**asdict(fault), "day": day, "wall": time.time() - started, "ok": True}
         try:
             if fault.kind == "redis":
-                assert self.redis is not None
+                if self.redis is None:
+                    raise ConfigError("faults", "a redis fault needs the redis backend")
                 self.redis.kill9()
                 time.sleep(self.redis_down_seconds)
                 self.redis.start()
                 record["target"] = f"redis-server :{self.redis.port}"
             elif fault.kind == "node":
-                assert self.remove_node is not None
+                if self.remove_node is None:
+                    raise ConfigError("faults", "a node fault needs a multi-node cluster")
                 record["target"] = f"node {self.remove_node()}"
             else:
                 record["target"] = self.kill_actor(fault.kind, fault.index)
-        except Exception as exc:
+        except (MemoryBusError, OSError, subprocess.SubprocessError) as exc:  # the bus's, the OS's
             record.update(ok=False, error=f"{type(exc).__name__}: {exc}"[:300])
         self.records.append(record)
         return record

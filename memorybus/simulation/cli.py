@@ -119,7 +119,9 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     try:
         result = runner.simulate(config, args.out, progress=progress,
                                  ray_init={"log_to_driver": False, "include_dashboard": False})
-    except Exception as exc:  # a bus that cannot start, a cluster that refuses us: one line, no traceback
+    # a bus that cannot start, a cluster that refuses us (Ray raises ConnectionError,
+    # RuntimeError or ValueError), an output folder we cannot write: one line, no traceback
+    except (MemoryBusError, OSError, RuntimeError, ValueError) as exc:
         progress.done()
         text = (str(exc).strip().splitlines() or [""])[0]
         return _fail(text if isinstance(exc, MemoryBusError) else f"{type(exc).__name__}: {text}")

@@ -24,10 +24,10 @@ from typing import Any
 
 from memorybus.client import MemoryBus, connect
 from memorybus.config import BusPolicy, Config
-from memorybus.errors import InvalidRequest
+from memorybus.errors import InvalidRequest, MemoryBusError
 from memorybus.scopes import Context
 from memorybus.simulation import audit, chaos, report
-from memorybus.simulation.agent import AgentActor
+from memorybus.simulation.agent import FAULTS, AgentActor
 from memorybus.simulation.grading import Grader, states
 from memorybus.simulation.plan import Planner, Truth, roster
 from memorybus.simulation.redis_server import RedisServer
@@ -116,7 +116,7 @@ class Run:
             try:
                 return await asyncio.wait_for(bus.current_fact_async(key, Context(spec.org, spec.user),
                                                                      scope=spec.level), 30)
-            except Exception as exc:  # a fault in progress: judged after a later write
+            except FAULTS as exc:  # a fault in progress: judged after a later write
                 return exc
 
         async def read_all() -> list[Any]:
@@ -149,7 +149,7 @@ def _maintain(bus: MemoryBus, day: float, records: list[dict[str, Any]], orgs: l
                     counts[k] = counts.get(k, 0) + int(v)
             records.append({"kind": kind, "day": day, "seconds": time.perf_counter() - t0,
                             "counts": counts, "ok": True})
-        except Exception as exc:
+        except MemoryBusError as exc:
             records.append({"kind": kind, "day": day, "ok": False, "error": f"{type(exc).__name__}: {exc}"[:200]})
 
 

@@ -95,3 +95,22 @@ def test_lean_path_gives_the_sentence_transformers_vectors(embedder):
     assert lean.shape == reference.shape
     assert np.abs(lean - reference).max() < 1e-5
 
+
+
+@pytest.mark.parametrize("broken", ["missing", "empty", "bad_config", "bad_weights"])
+def test_a_model_that_cannot_load_is_an_embedding_error(tmp_path, broken):
+    """Each way a model folder can be wrong raises EmbeddingError naming the path (the
+    loader catches the types these failures raise, not every Exception)."""
+    from memorybus import EmbeddingError
+    from memorybus.embedding import Embedder
+
+    path = tmp_path / "model"
+    if broken != "missing":
+        path.mkdir()
+    if broken == "bad_config":
+        (path / "config.json").write_text("{not json")
+    if broken == "bad_weights":
+        (path / "config.json").write_text('{"model_type": "bert"}')
+        (path / "model.safetensors").write_bytes(b"not a safetensors file")
+    with pytest.raises(EmbeddingError, match="cannot load model from"):
+        Embedder(str(path))

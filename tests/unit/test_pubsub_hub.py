@@ -343,3 +343,16 @@ def test_pull_replay_is_paged_and_complete(tmp_path):
         assert max(w.reads) <= 30
 
     asyncio.run(main())
+
+
+def test_a_stored_push_target_that_cannot_be_restored_reads_as_none():
+    """The hub actor's decoder of stored subscriber handles: one that no longer loads (not
+    a pickle, cut short, its class gone) is None, and the subscriber re-attaches by
+    subscribing; the decoder catches those failures' types, and a good one comes back."""
+    from ray import cloudpickle
+
+    from memorybus.actors.hub import _decode_target
+
+    assert _decode_target(cloudpickle.dumps({"on": "events"})) == {"on": "events"}
+    for blob in (b"not a pickle", cloudpickle.dumps({"on": "events"})[:-3], b"cno_such_module_mb\nThing\n."):
+        assert _decode_target(blob) is None
