@@ -19,9 +19,9 @@ from typing import Any
 from memorybus.errors import ConfigError, MemoryBusError
 from memorybus.simulation.redis_server import RedisServer
 
-#: kills one of the bus's actors by kind and index, returns its name
+#: kills one of the bus's actors by kind and index, returns its name (ActorUnavailable if it cannot)
 KillActor = Callable[[str, int], str]
-#: removes a worker node, returns its id
+#: removes a worker node, returns its id (a MemoryBusError if it cannot)
 RemoveNode = Callable[[], str]
 
 

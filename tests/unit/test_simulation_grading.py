@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from memorybus.errors import ActorUnavailable
 from memorybus.latency import percentile
 from memorybus.simulation import chaos
 from memorybus.simulation.audit import deliveries
@@ -95,8 +96,8 @@ def test_fault_schedule_is_seeded_covers_every_kind_and_removes_a_node_once():
 
 
 def test_injector_records_what_failed():
-    def kill(kind, index):
-        raise RuntimeError(f"no {kind}")
+    def kill(kind, index):  # as fleet.kill_bus_actor fails
+        raise ActorUnavailable(f"{kind}-{index}", f"no {kind}")
 
     inj = chaos.Injector(kill)
     assert inj.kinds() == ["shard", "embedder", "hub"] and inj.kinds(("hub", "node")) == ["hub"]
