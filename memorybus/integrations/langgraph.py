@@ -40,7 +40,7 @@ from __future__ import annotations
 import contextlib
 import json
 import time
-from collections.abc import Generator, Iterable, Sequence
+from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -77,6 +77,40 @@ Steps = Generator[Call, Any, Any]
 
 def _call(name: str, *args: Any, **kwargs: Any) -> Call:
     return (name, args, kwargs)
+
+
+class _Driver:
+    """Runs one batch's steps: iterating gives each bus call to make in turn; ``settle``
+    (or ``settle_async``) makes it and hands its result, or its MemoryBusError, back to
+    the steps. Once the steps return, their results are in ``results``."""
+
+    def __init__(self, steps: Steps) -> None:
+        self._steps = steps
+        self._value: Any = None
+        self._error: mb.MemoryBusError | None = None
+        self.results: list[Result] = []
+
+    def __iter__(self) -> Iterator[Call]:
+        while True:
+            try:
+                call = self._steps.throw(self._error) if self._error is not None else self._steps.send(self._value)
+            except StopIteration as done:
+                self.results = list(done.value)
+                return
+            self._value, self._error = None, None
+            yield call
+
+    def settle(self, method: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+        try:
+            self._value = method(*args, **kwargs)
+        except mb.MemoryBusError as exc:
+            self._error = exc
+
+    async def settle_async(self, method: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+        try:
+            self._value = await method(*args, **kwargs)
+        except mb.MemoryBusError as exc:
+            self._error = exc
 
 
 def _check_labels(namespace: Any, *, allow_empty: bool) -> tuple[str, ...]:
@@ -304,29 +338,13 @@ class MemoryBusStore(BaseStore):
 
     # ---------------------------------------------------------------- drivers
     def batch(self, ops: Iterable[Op]) -> list[Result]:
-        steps = self._steps(ops)
-        value: Any = None
-        error: BaseException | None = None
-        while True:
-            try:
-                name, args, kwargs = steps.throw(error) if error is not None else steps.send(value)
-            except StopIteration as done:
-                return list(done.value)
-            try:
-                value, error = getattr(self.bus, name)(*args, **kwargs), None
-            except mb.MemoryBusError as exc:
-                value, error = None, exc
+        run = _Driver(self._steps(ops))
+        for name, args, kwargs in run:
+            run.settle(getattr(self.bus, name), args, kwargs)
+        return run.results
 
     async def abatch(self, ops: Iterable[Op]) -> list[Result]:
-        steps = self._steps(ops)
-        value: Any = None
-        error: BaseException | None = None
-        while True:
-            try:
-                name, args, kwargs = steps.throw(error) if error is not None else steps.send(value)
-            except StopIteration as done:
-                return list(done.value)
-            try:
-                value, error = await getattr(self.bus, name + "_async")(*args, **kwargs), None
-            except mb.MemoryBusError as exc:
-                value, error = None, exc
+        run = _Driver(self._steps(ops))
+        for name, args, kwargs in run:
+            await run.settle_async(getattr(self.bus, name + "_async"), args, kwargs)
+        return run.results

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import replace
 
 from memorybus.model import MemoryNode
@@ -30,35 +30,46 @@ def expand(
     seen = {h.node.id for h in top}
     out: list[RecallHit] = []
     if options.neighbors > 0 and options.neighbor_budget > 0:
-        added = 0
-        for hit in top:
-            for rank_i, nid in enumerate(structure.neighbors(hit.node.id, options.neighbors, options.neighbors)):
-                if added >= options.neighbor_budget:
-                    break
-                node = nodes.get(nid)
-                if nid in seen or node is None or not visible(node):
-                    continue
-                seen.add(nid)
-                added += 1
-                score = hit.score * (0.9 ** (1 + rank_i // 2))
-                out.append(RecallHit(replace(node), score, 0.0, "neighbor", hit.node.id, {}))
-            if added >= options.neighbor_budget:
-                break
+        n = options.neighbors
+        for hit, rank_i, node in _around(top, nodes, visible, seen, lambda m: structure.neighbors(m.id, n, n),
+                                         options.neighbor_budget, None):  # fmt: skip
+            out.append(RecallHit(replace(node), hit.score * (0.9 ** (1 + rank_i // 2)), 0.0, "neighbor",
+                                 hit.node.id, {}))  # fmt: skip
     if options.relations > 0 and options.relation_budget > 0:
-        added = 0
-        for hit in top:
-            linked = [i for f in RELATION_FIELDS for i in getattr(hit.node, f)]
-            taken = 0
-            for nid in dict.fromkeys(linked):
-                if added >= options.relation_budget or taken >= options.relations:
-                    break
-                node = nodes.get(nid)
-                if nid in seen or node is None or not visible(node):
-                    continue
-                seen.add(nid)
-                added += 1
-                taken += 1
-                out.append(RecallHit(replace(node), hit.score * 0.8, 0.0, "relation", hit.node.id, {}))
-            if added >= options.relation_budget:
-                break
+        for hit, _, node in _around(top, nodes, visible, seen, _linked, options.relation_budget, options.relations):
+            out.append(RecallHit(replace(node), hit.score * 0.8, 0.0, "relation", hit.node.id, {}))
     return out
+
+
+def _linked(node: MemoryNode) -> list[str]:
+    """The memories ``node``'s relation fields name, each once, in field order."""
+    return list(dict.fromkeys(i for f in RELATION_FIELDS for i in getattr(node, f)))
+
+
+def _around(
+    top: Sequence[RecallHit],
+    nodes: Mapping[str, MemoryNode],
+    visible: Callable[[MemoryNode], bool],
+    seen: set[str],
+    linked: Callable[[MemoryNode], Sequence[str]],
+    budget: int,
+    per_hit: int | None,
+) -> Iterator[tuple[RecallHit, int, MemoryNode]]:
+    """``(hit, rank, node)``: for each hit of ``top`` in turn, the memories ``linked`` names
+    for it (``rank``: the position among them) that are stored, visible and not ``seen``
+    yet (they join ``seen``): at most ``per_hit`` per hit (None: no cap), ``budget`` in all."""
+    added = 0
+    for hit in top:
+        taken = 0
+        for rank, nid in enumerate(linked(hit.node)):
+            if added >= budget or (per_hit is not None and taken >= per_hit):
+                break
+            node = nodes.get(nid)
+            if nid in seen or node is None or not visible(node):
+                continue
+            seen.add(nid)
+            added += 1
+            taken += 1
+            yield hit, rank, node
+        if added >= budget:
+            break

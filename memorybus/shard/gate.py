@@ -21,56 +21,58 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 
-class Gate:
+class _Owned:
+    """A lock that knows its holder; the holder entering again passes straight through."""
+
     def __init__(self) -> None:
-        self._writes = threading.Lock()
-        self._state = threading.Lock()
-        self._writer: int | None = None
-        self._holder: int | None = None
+        self.lock = threading.Lock()
+        self.holder: int | None = None
+
+    def mine(self) -> bool:
+        return self.holder == threading.get_ident()
 
     @contextmanager
-    def write(self) -> Iterator[None]:
-        me = threading.get_ident()
-        if self._writer == me:
+    def held(self) -> Iterator[None]:
+        if self.mine():
             yield
             return
-        with self._writes:
-            self._writer = me
-            try:
-                with self._hold():
-                    yield
-            finally:
-                self._writer = None
-
-    @contextmanager
-    def read(self) -> Iterator[None]:
-        with self._hold():
-            yield
-
-    @contextmanager
-    def _hold(self) -> Iterator[None]:
-        me = threading.get_ident()
-        if self._holder == me:
-            yield
-            return
-        with self._state:
-            self._holder = me
+        with self.lock:
+            self.holder = threading.get_ident()
             try:
                 yield
             finally:
-                self._holder = None
+                self.holder = None
+
+
+class Gate:
+    def __init__(self) -> None:
+        self._writes = _Owned()
+        self._state = _Owned()
+
+    @contextmanager
+    def write(self) -> Iterator[None]:
+        if self._writes.mine():  # a write inside a write (even while it commits)
+            yield
+            return
+        with self._writes.held(), self._state.held():
+            yield
+
+    @contextmanager
+    def read(self) -> Iterator[None]:
+        with self._state.held():
+            yield
 
     @contextmanager
     def committing(self) -> Iterator[None]:
         """Inside a write: let readers in while the store commits."""
-        me = threading.get_ident()
-        if self._holder != me or self._writer != me:
+        state = self._state
+        if not (state.mine() and self._writes.mine()):
             yield
             return
-        self._holder = None
-        self._state.release()
+        state.holder = None
+        state.lock.release()
         try:
             yield
         finally:
-            self._state.acquire()
-            self._holder = me
+            state.lock.acquire()
+            state.holder = threading.get_ident()

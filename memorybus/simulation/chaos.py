@@ -13,7 +13,7 @@ import random
 import subprocess
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from memorybus.errors import ConfigError, MemoryBusError
@@ -50,21 +50,15 @@ def schedule(steps: int, kinds: list[str], shards: int, seed: int) -> list[Fault
     return sorted(faults, key=lambda f: f.step)
 
 
+@dataclass
 class Injector:
     """Runs faults; each leaves a record (what, when, whether it took)."""
 
-    def __init__(
-        self,
-        kill_actor: KillActor,
-        redis: RedisServer | None = None,
-        remove_node: RemoveNode | None = None,
-        redis_down_seconds: float = 1.5,
-    ) -> None:
-        self.kill_actor = kill_actor
-        self.redis = redis
-        self.remove_node = remove_node
-        self.redis_down_seconds = redis_down_seconds
-        self.records: list[dict[str, Any]] = []
+    kill_actor: KillActor
+    redis: RedisServer | None = None
+    remove_node: RemoveNode | None = None
+    redis_down_seconds: float = 1.5
+    records: list[dict[str, Any]] = field(default_factory=list)
 
     def kinds(self, wanted: tuple[str, ...] | None = None) -> list[str]:
         """The kinds this run can inject (of ``wanted``; None: all of them)."""

@@ -14,6 +14,7 @@ import threading
 from typing import Any
 
 from memorybus.errors import StoreUnavailable
+from memorybus.storage.sqlite import fetch_all
 
 
 class SqliteKV:
@@ -30,11 +31,7 @@ class SqliteKV:
             raise StoreUnavailable("sqlite", f"{self.path}: {exc}") from None
 
     def _run(self, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
-        with self._lock:
-            try:
-                return self._db.execute(sql, params).fetchall()
-            except sqlite3.Error as exc:
-                raise StoreUnavailable("sqlite", str(exc)) from None
+        return fetch_all(self._lock, self._db, sql, params)
 
     def get(self, key: str) -> bytes | None:
         rows = self._run("SELECT v FROM kv WHERE k=?", (key,))

@@ -56,6 +56,16 @@ CREATE TABLE IF NOT EXISTS fact_events (
 _COLS = "blob, version, access_count, last_accessed"
 
 
+def fetch_all(lock: threading.Lock, db: sqlite3.Connection, sql: str,
+              params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:  # fmt: skip
+    """The rows of one statement run on ``db`` under ``lock``; a SQLite failure as StoreUnavailable."""
+    with lock:
+        try:
+            return db.execute(sql, params).fetchall()
+        except sqlite3.Error as exc:
+            raise StoreUnavailable("sqlite", str(exc)) from None
+
+
 def _row_to_node(row: tuple[Any, ...]) -> MemoryNode:
     node = decode_node(row[0])
     node.version, node.access_count, node.last_accessed = row[1], row[2], row[3]
@@ -239,11 +249,7 @@ class SqliteStore:
 
     # ------------------------------------------------------------------- reads
     def _query(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
-        with self._rlock:
-            try:
-                return self._reader.execute(sql, params).fetchall()
-            except sqlite3.Error as exc:
-                raise StoreUnavailable("sqlite", str(exc)) from None
+        return fetch_all(self._rlock, self._reader, sql, params)
 
     def get(self, memory_id: str) -> MemoryNode | None:
         rows = self._query(f"SELECT {_COLS} FROM nodes WHERE id=?", (memory_id,))

@@ -101,7 +101,47 @@ def _vector(node: MemoryNode) -> list[float]:
     return np.asarray(node.embedding, dtype=np.float32).tolist()
 
 
-class EdgeVectorIndex:
+class _Qdrant:
+    """What both Qdrant flavours share: the calls that change nothing on empty input, the
+    query vector's form and the payload filter. Each flavour writes its four calls;
+    ``_m`` is the module with its point and filter types."""
+
+    _m: Any
+
+    def _upsert(self, nodes: Sequence[MemoryNode]) -> None:
+        raise NotImplementedError
+
+    def _set_payload(self, ids: list[str], payload: dict[str, Any]) -> None:
+        raise NotImplementedError
+
+    def _delete(self, ids: list[str]) -> None:
+        raise NotImplementedError
+
+    def _nearest(self, query: list[float], limit: int, flt: Any) -> list[tuple[str, float]]:
+        raise NotImplementedError
+
+    def upsert(self, nodes: Sequence[MemoryNode]) -> None:
+        if nodes:
+            self._upsert(nodes)
+
+    def set_status(self, ids: Sequence[str], status: MemoryStatus) -> None:
+        if ids:
+            self._set_payload(list(ids), {"status": status.value})
+
+    def delete(self, ids: Sequence[str]) -> None:
+        if ids:
+            self._delete(list(ids))
+
+    def search(self, vector: np.ndarray, limit: int, *, scope_keys: Sequence[str],
+               kinds: Sequence[MemoryKind] | None = None,
+               statuses: Sequence[MemoryStatus] | None = None) -> list[tuple[str, float]]:  # fmt: skip
+        if not scope_keys or limit <= 0:
+            return []
+        query = np.asarray(vector, dtype=np.float32).tolist()
+        return self._nearest(query, limit, _filter(self._m, scope_keys, kinds, statuses))
+
+
+class EdgeVectorIndex(_Qdrant):
     """A Qdrant Edge shard in ``path`` (cosine distance, keyword payload indexes)."""
 
     backend = "qdrant-edge"
@@ -109,17 +149,17 @@ class EdgeVectorIndex:
     def __init__(self, path: str | os.PathLike[str], dim: int) -> None:
         import qdrant_edge as qe
 
-        self._qe = qe
+        self._m = qe
         self.path = os.fspath(path)
         self.dim = dim
         self._shard = self._open()
 
     def _config(self) -> Any:
-        qe = self._qe
+        qe = self._m
         return qe.EdgeConfig(vectors=qe.EdgeVectorParams(size=self.dim, distance=qe.Distance.Cosine))
 
     def _open(self) -> Any:
-        qe = self._qe
+        qe = self._m
         try:
             if os.path.isdir(self.path) and os.listdir(self.path):
                 return qe.EdgeShard.load(self.path)
@@ -137,47 +177,23 @@ class EdgeVectorIndex:
         except Exception as exc:  # qdrant_edge raises plain Exception for every failure
             raise IndexUnavailable(self.backend, str(exc)) from None
 
-    def _update(self, op: Any) -> None:
-        self._call("update", op)
+    def _upsert(self, nodes: Sequence[MemoryNode]) -> None:
+        points = [self._m.Point(n.id, _vector(n), _payload(n)) for n in nodes]
+        self._call("update", self._m.UpdateOperation.upsert_points(points))
 
-    def upsert(self, nodes: Sequence[MemoryNode]) -> None:
-        if not nodes:
-            return
-        qe = self._qe
-        points = [qe.Point(n.id, _vector(n), _payload(n)) for n in nodes]
-        self._update(qe.UpdateOperation.upsert_points(points))
+    def _set_payload(self, ids: list[str], payload: dict[str, Any]) -> None:
+        self._call("update", self._m.UpdateOperation.set_payload(ids, payload))
 
-    def set_status(self, ids: Sequence[str], status: MemoryStatus) -> None:
-        if ids:
-            self._update(self._qe.UpdateOperation.set_payload(list(ids), {"status": status.value}))
+    def _delete(self, ids: list[str]) -> None:
+        self._call("update", self._m.UpdateOperation.delete_points(ids))
 
-    def delete(self, ids: Sequence[str]) -> None:
-        if ids:
-            self._update(self._qe.UpdateOperation.delete_points(list(ids)))
-
-    def search(
-        self,
-        vector: np.ndarray,
-        limit: int,
-        *,
-        scope_keys: Sequence[str],
-        kinds: Sequence[MemoryKind] | None = None,
-        statuses: Sequence[MemoryStatus] | None = None,
-    ) -> list[tuple[str, float]]:
-        if not scope_keys or limit <= 0:
-            return []
-        qe = self._qe
-        req = qe.SearchRequest(
-            query=qe.Query.Nearest(np.asarray(vector, dtype=np.float32).tolist()),
-            limit=limit,
-            filter=_filter(qe, scope_keys, kinds, statuses),
-            with_payload=False,
-            with_vector=False,
-        )
+    def _nearest(self, query: list[float], limit: int, flt: Any) -> list[tuple[str, float]]:
+        req = self._m.SearchRequest(query=self._m.Query.Nearest(query), limit=limit, filter=flt,
+                                    with_payload=False, with_vector=False)  # fmt: skip
         return [(str(h.id), float(h.score)) for h in self._call("search", req)]
 
     def count(self) -> int:
-        return int(self._call("count", self._qe.CountRequest(exact=True)))
+        return int(self._call("count", self._m.CountRequest(exact=True)))
 
     def optimize(self) -> bool:
         """Build HNSW / merge segments now (blocking; run it off the hot path)."""
@@ -224,7 +240,7 @@ class EdgeVectorIndex:
             self._shard.close()
 
 
-class QdrantClientIndex:
+class QdrantClientIndex(_Qdrant):
     """A Qdrant collection through qdrant-client: a server URL, or local mode at a path."""
 
     backend = "qdrant-client"
@@ -264,51 +280,20 @@ class QdrantClientIndex:
         except self._errors as exc:
             raise IndexUnavailable(self.backend, str(exc)) from None
 
-    def upsert(self, nodes: Sequence[MemoryNode]) -> None:
-        if not nodes:
-            return
-        m = self._m
-        points = [m.PointStruct(id=n.id, vector=_vector(n), payload=_payload(n)) for n in nodes]
+    def _upsert(self, nodes: Sequence[MemoryNode]) -> None:
+        points = [self._m.PointStruct(id=n.id, vector=_vector(n), payload=_payload(n)) for n in nodes]
         self._do(self._client.upsert, self.collection, points=points, wait=True)
 
-    def set_status(self, ids: Sequence[str], status: MemoryStatus) -> None:
-        if ids:
-            self._do(
-                self._client.set_payload,
-                self.collection,
-                payload={"status": status.value},
-                points=list(ids),
-                wait=True,
-            )
+    def _set_payload(self, ids: list[str], payload: dict[str, Any]) -> None:
+        self._do(self._client.set_payload, self.collection, payload=payload, points=ids, wait=True)
 
-    def delete(self, ids: Sequence[str]) -> None:
-        if ids:
-            self._do(
-                self._client.delete,
-                self.collection,
-                points_selector=self._m.PointIdsList(points=list(ids)),
-                wait=True,
-            )
+    def _delete(self, ids: list[str]) -> None:
+        selector = self._m.PointIdsList(points=ids)
+        self._do(self._client.delete, self.collection, points_selector=selector, wait=True)
 
-    def search(
-        self,
-        vector: np.ndarray,
-        limit: int,
-        *,
-        scope_keys: Sequence[str],
-        kinds: Sequence[MemoryKind] | None = None,
-        statuses: Sequence[MemoryStatus] | None = None,
-    ) -> list[tuple[str, float]]:
-        if not scope_keys or limit <= 0:
-            return []
-        res = self._do(
-            self._client.query_points,
-            self.collection,
-            query=np.asarray(vector, dtype=np.float32).tolist(),
-            limit=limit,
-            query_filter=_filter(self._m, scope_keys, kinds, statuses),
-            with_payload=False,
-        )
+    def _nearest(self, query: list[float], limit: int, flt: Any) -> list[tuple[str, float]]:
+        res = self._do(self._client.query_points, self.collection, query=query, limit=limit,
+                       query_filter=flt, with_payload=False)  # fmt: skip
         return [(str(p.id), float(p.score)) for p in res.points]
 
     def count(self) -> int:
