@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from typing import Any, Protocol, runtime_checkable
 
@@ -101,24 +102,24 @@ def _vector(node: MemoryNode) -> list[float]:
     return np.asarray(node.embedding, dtype=np.float32).tolist()
 
 
-class _Qdrant:
+class _Qdrant(ABC):
     """What both Qdrant flavours share: the calls that change nothing on empty input, the
     query vector's form and the payload filter. Each flavour writes its four calls;
     ``_m`` is the module with its point and filter types."""
 
     _m: Any
 
-    def _upsert(self, nodes: Sequence[MemoryNode]) -> None:
-        raise NotImplementedError
+    @abstractmethod
+    def _upsert(self, nodes: Sequence[MemoryNode]) -> None: ...
 
-    def _set_payload(self, ids: list[str], payload: dict[str, Any]) -> None:
-        raise NotImplementedError
+    @abstractmethod
+    def _set_payload(self, ids: list[str], payload: dict[str, Any]) -> None: ...
 
-    def _delete(self, ids: list[str]) -> None:
-        raise NotImplementedError
+    @abstractmethod
+    def _delete(self, ids: list[str]) -> None: ...
 
-    def _nearest(self, query: list[float], limit: int, flt: Any) -> list[tuple[str, float]]:
-        raise NotImplementedError
+    @abstractmethod
+    def _nearest(self, query: list[float], limit: int, flt: Any) -> list[tuple[str, float]]: ...
 
     def upsert(self, nodes: Sequence[MemoryNode]) -> None:
         if nodes:
