@@ -7,6 +7,7 @@ Nothing here is read at import time: build a :class:`Config` (or use
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, fields, replace
@@ -19,6 +20,24 @@ from memorybus.weights import RankingWeights
 __all__ = [
     "BusPolicy", "Config", "ConsolidationPolicy", "DecayPolicy", "GraphPolicy", "RankingWeights",
 ]  # fmt: skip
+
+
+def _require(ok: bool, name: str, why: str) -> None:
+    """A policy's field check: ``ConfigError(name, why)`` unless ``ok``."""
+    if not ok:
+        raise ConfigError(name, why)
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and not math.isnan(value)
+
+
+def _within(value: Any, low: float, high: float) -> bool:
+    return _number(value) and low <= value <= high
+
+
+def _count(value: Any, low: int = 1) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= low
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,6 +92,32 @@ class BusPolicy:
     #: pickles, or its import path ``"package.module:function"`` (see :func:`resolve_hook`)
     judge: Callable[[Any, Any], bool | None] | str | None = None
 
+    def __post_init__(self) -> None:
+        _require(
+            self.strategy in ("confidence_weighted", "recency", "authority"),
+            "bus.strategy",
+            f"unknown strategy {self.strategy!r}",
+        )
+        _require(
+            isinstance(self.authorities, tuple) and all(isinstance(a, str) and a for a in self.authorities),
+            "bus.authorities",
+            "must be a tuple of agent names or 'role:<name>'",
+        )
+        _require(_within(self.fact_half_life_days, 1e-9, 1e6), "bus.fact_half_life_days", "must be > 0 days")
+        for name in ("near_duplicate", "contradiction", "broadcast_discount"):
+            _require(_within(getattr(self, name), 1e-9, 1.0), f"bus.{name}", "must be in (0, 1]")
+        _require(
+            _within(self.repeat_window_seconds, 0, 10 * 365 * 86_400),
+            "bus.repeat_window_seconds",
+            "must be between 0 and ten years",
+        )
+        for name in ("max_cas_retries", "partitions", "subscriber_queue", "delivery_batch", "replay_page"):
+            _require(_count(getattr(self, name)), f"bus.{name}", "must be a whole number >= 1")
+        _require(_count(self.callback_retries, 0), "bus.callback_retries", "must be a whole number >= 0")
+        for name in ("cursor_flush_seconds", "callback_backoff_seconds"):
+            _require(_within(getattr(self, name), 0, 60), f"bus.{name}", "must be between 0 and 60 seconds")
+        resolve_hook(self.judge, "bus.judge")  # a bad import path fails here, not in a shard
+
 
 @dataclass(frozen=True, slots=True)
 class GraphPolicy:
@@ -85,6 +130,10 @@ class GraphPolicy:
 
     hops: int = 2
     fanout: int = 16
+
+    def __post_init__(self) -> None:
+        _require(_count(self.hops, 0), "graph.hops", "must be a whole number >= 0 (0: no graph expansion)")
+        _require(_count(self.fanout), "graph.fanout", "must be a whole number >= 1")
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,6 +150,12 @@ class DecayPolicy:
     protect_importance: float = 8.0
     min_age_days: float = 1.0
     interval_seconds: float = 3600.0
+
+    def __post_init__(self) -> None:
+        _require(_within(self.archive_below, 0, 1), "decay.archive_below", "is a salience: must be in [0, 1]")
+        _require(_within(self.protect_importance, 0, 1e9), "decay.protect_importance", "must be >= 0")
+        _require(_within(self.min_age_days, 0, 1e6), "decay.min_age_days", "must be >= 0 days")
+        _require(_within(self.interval_seconds, 1e-3, 1e9), "decay.interval_seconds", "must be > 0 seconds")
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,6 +184,15 @@ class ConsolidationPolicy:
     key_phrases: int = 5
     max_candidates: int = 2000
     summarizer: Callable[[Sequence[Any]], str] | str | None = None  # memories -> text
+
+    def __post_init__(self) -> None:
+        _require(_within(self.similarity, 1e-9, 1), "consolidation.similarity", "is a cosine: must be in (0, 1]")
+        for name in ("min_cluster", "key_phrases", "max_candidates"):
+            _require(_count(getattr(self, name)), f"consolidation.{name}", "must be a whole number >= 1")
+        for name in ("window_days", "reflect_importance", "source_decay_factor"):
+            _require(_within(getattr(self, name), 0, 1e9), f"consolidation.{name}", "must be >= 0")
+        _require(_within(self.interval_seconds, 1e-3, 1e9), "consolidation.interval_seconds", "must be > 0 seconds")
+        resolve_hook(self.summarizer, "consolidation.summarizer")
 
 
 @dataclass(frozen=True, slots=True)
@@ -203,32 +267,25 @@ class Config:
     maintenance_max_future_seconds: float = 300.0
 
     def __post_init__(self) -> None:
-        resolve_hook(self.bus.judge, "bus.judge")  # a bad import path fails here, not in a shard
-        resolve_hook(self.consolidation.summarizer, "consolidation.summarizer")
+        # every policy checked its own fields when it was built; here only that each is one
+        for name, kind in (
+            ("ranking", RankingWeights),
+            ("bus", BusPolicy),
+            ("graph", GraphPolicy),
+            ("decay", DecayPolicy),
+            ("consolidation", ConsolidationPolicy),
+        ):
+            _require(isinstance(getattr(self, name), kind), name, f"must be a {kind.__name__}")
         # resolved where the config is built (the driver), so every actor on every
         # node gets the same absolute path, not one relative to its own working dir
         if not isinstance(self.data_dir, str) or not self.data_dir:
             raise ConfigError("data_dir", "must be a non-empty path")
         object.__setattr__(self, "data_dir", os.path.abspath(os.path.expanduser(self.data_dir)))
-        if self.bus.strategy not in ("confidence_weighted", "recency", "authority"):
-            raise ConfigError("bus.strategy", f"unknown strategy {self.bus.strategy!r}")
-        if min(self.bus.partitions, self.bus.subscriber_queue, self.bus.max_cas_retries, self.bus.replay_page) < 1:
-            raise ConfigError("bus", "partitions, subscriber_queue, max_cas_retries and replay_page must be >= 1")
-        if not 0 <= self.bus.cursor_flush_seconds <= 60:
-            raise ConfigError("bus.cursor_flush_seconds", "must be between 0 and 60")
-        if self.bus.callback_retries < 0 or not 0 <= self.bus.callback_backoff_seconds <= 60:
-            raise ConfigError("bus.callback_retries", "retries must be >= 0, backoff between 0 and 60 s")
-        if not 0 <= self.bus.repeat_window_seconds <= 10 * 365 * 86_400:
-            raise ConfigError("bus.repeat_window_seconds", "must be between 0 and ten years")
-        if not 0 < self.bus.broadcast_discount <= 1:
-            raise ConfigError("bus.broadcast_discount", "must be in (0, 1]")
         for name in ("shard_resources", "embedder_resources"):
             value = getattr(self, name)
             if isinstance(value, dict):
                 object.__setattr__(self, name, tuple(sorted(value.items())))
-            if not all(
-                isinstance(k, str) and isinstance(v, int | float) and v > 0 for k, v in getattr(self, name)
-            ):
+            if not all(isinstance(k, str) and isinstance(v, int | float) and v > 0 for k, v in getattr(self, name)):
                 raise ConfigError(name, "must map resource names to positive amounts")
         if self.backend not in ("embedded", "redis"):
             raise ConfigError("backend", f"must be 'embedded' or 'redis', got {self.backend!r}")

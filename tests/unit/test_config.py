@@ -63,7 +63,9 @@ def test_the_configured_judge_reaches_the_shard(tmp_path):
     from memorybus.shard.build import open_shard
 
     # one shard: it owns every scope (a shard refuses memories of scopes routed elsewhere)
-    cfg = Config.embedded(tmp_path, num_shards=1, embedding_dim=4, bus=BusPolicy(judge="tests.hooks:always_contradicts"))
+    cfg = Config.embedded(
+        tmp_path, num_shards=1, embedding_dim=4, bus=BusPolicy(judge="tests.hooks:always_contradicts")
+    )
     shard = open_shard(cfg, "shard-0")
     ctx = Context("acme", "u1")
     v = np.array([1.0, 0.0, 0.0, 0.0], dtype=np.float32)
@@ -96,3 +98,50 @@ def test_storage_identity_names_where_the_data_lives():
     assert r.storage_identity()["redis_url"] == "redis://10.0.0.1:6380/0"  # never the password
     assert r.storage_identity() != Config.redis("redis://10.0.0.2:6380/0", data_dir="/srv/a").storage_identity()
     assert r.storage_identity() != a.storage_identity()
+
+
+@pytest.mark.parametrize(
+    ("policy", "kw", "field"),
+    [
+        ("BusPolicy", {"strategy": "loudest"}, "bus.strategy"),
+        ("BusPolicy", {"authorities": ["lead"]}, "bus.authorities"),
+        ("BusPolicy", {"near_duplicate": 1.5}, "bus.near_duplicate"),
+        ("BusPolicy", {"contradiction": float("nan")}, "bus.contradiction"),
+        ("BusPolicy", {"fact_half_life_days": 0}, "bus.fact_half_life_days"),
+        ("BusPolicy", {"delivery_batch": 0}, "bus.delivery_batch"),
+        ("BusPolicy", {"partitions": 1.5}, "bus.partitions"),
+        ("BusPolicy", {"callback_retries": -1}, "bus.callback_retries"),
+        ("BusPolicy", {"cursor_flush_seconds": 61}, "bus.cursor_flush_seconds"),
+        ("BusPolicy", {"max_cas_retries": True}, "bus.max_cas_retries"),
+        ("GraphPolicy", {"hops": -1}, "graph.hops"),
+        ("GraphPolicy", {"fanout": 0}, "graph.fanout"),
+        ("DecayPolicy", {"archive_below": 2.0}, "decay.archive_below"),
+        ("DecayPolicy", {"min_age_days": -1}, "decay.min_age_days"),
+        ("DecayPolicy", {"interval_seconds": 0}, "decay.interval_seconds"),
+        ("DecayPolicy", {"protect_importance": "high"}, "decay.protect_importance"),
+        ("ConsolidationPolicy", {"similarity": 0}, "consolidation.similarity"),
+        ("ConsolidationPolicy", {"min_cluster": 0}, "consolidation.min_cluster"),
+        ("ConsolidationPolicy", {"window_days": -3}, "consolidation.window_days"),
+        ("ConsolidationPolicy", {"interval_seconds": float("nan")}, "consolidation.interval_seconds"),
+        ("ConsolidationPolicy", {"summarizer": "no_such_module_xyz:f"}, "consolidation.summarizer"),
+    ],
+)
+def test_every_policy_checks_its_own_fields(policy, kw, field):
+    """A policy with a value out of its range is refused where it is built, naming the
+    field (not later, in a shard or a scheduled run)."""
+    from memorybus import config
+
+    with pytest.raises(ConfigError) as err:
+        getattr(config, policy)(**kw)
+    assert field in str(err.value)
+    getattr(config, policy)()  # the defaults are valid
+
+
+def test_config_refuses_a_policy_of_the_wrong_kind():
+    from memorybus.config import BusPolicy, DecayPolicy
+
+    with pytest.raises(ConfigError, match="decay"):
+        Config(decay=BusPolicy())
+    with pytest.raises(ConfigError, match="bus"):
+        Config(bus={"strategy": "recency"})
+    assert Config(decay=DecayPolicy(min_age_days=0)).decay.min_age_days == 0
