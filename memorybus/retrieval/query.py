@@ -12,7 +12,11 @@ from memorybus.retrieval.timeparse import TimeWindow, query_times
 @dataclass(frozen=True, slots=True)
 class Query:
     """A parsed query: its keyword ``terms`` (stemmed, stop words dropped) and the
-    time ``windows`` it names (relative forms counted from the reference time)."""
+    time ``windows`` it names (relative forms counted from the reference time).
+
+    ``term_set`` holds every token of the query (for the names it may mention);
+    ``terms``, the keywords, leave out the words of the times it names unless
+    ``time_words`` (see :meth:`parse`)."""
 
     text: str
     terms: tuple[str, ...]
@@ -20,9 +24,17 @@ class Query:
     term_set: frozenset[str]
 
     @classmethod
-    def parse(cls, text: str, reference: float) -> Query:
-        terms = tuple(tokens(text))
-        return cls(text, terms, tuple(query_times(text, reference)), frozenset(terms))
+    def parse(cls, text: str, reference: float, *, time_words: bool = True) -> Query:
+        """Parse ``text``; ``time_words=False`` keeps the words of the times it names ("a
+        week ago", "in June") out of the keywords, for a ranking that matches those times
+        against event times instead. A query that is nothing but a time keeps its words."""
+        words = tuple(tokens(text))
+        windows = tuple(query_times(text, reference))
+        terms = words
+        if windows and not time_words:
+            timed = {t for w in windows for t in tokens(w.text)}
+            terms = tuple(t for t in words if t not in timed) or words
+        return cls(text, terms, windows, frozenset(words))
 
     def names(self, speaker_terms: Iterable[str]) -> bool:
         """Whether the query names a speaker or source with these name tokens

@@ -117,7 +117,9 @@ class RecallReader:
             return not filters_time or opts.admits(node)
 
         reference = opts.reference_time or opts.as_of or now
-        parsed = Query.parse(query, reference) if query and w.hybrid else None
+        # the words of a time the query names are matched against event times (the time signal)
+        time_words = w.time_words or not w.time
+        parsed = Query.parse(query, reference, time_words=time_words) if query and w.hybrid else None
         terms = list(parsed.terms) if parsed is not None else []
         # filters the indexes do not apply themselves: look deeper so k survive them
         filtered = (

@@ -18,6 +18,7 @@ from memorybus.retrieval import RecallHit, merge_hits
 from memorybus.retrieval.query import Query
 from memorybus.retrieval.ranking import rank
 from memorybus.retrieval.structure import RecallIndex
+from memorybus.retrieval.text import tokens
 
 NOW = datetime(2024, 1, 1, tzinfo=UTC).timestamp()
 DAY = 86_400.0
@@ -262,6 +263,18 @@ def test_time_named_in_the_query_prefers_memories_of_that_time():
     ids, hits = order(nodes, st, dense, query=query, w=replace(PLAIN, time=0.4))
     assert ids == [june.id, may.id] and hits[june.id].signals["time"] == pytest.approx(1.0)
     assert order(nodes, st, dense, query=query, w=PLAIN)[0] == [may.id, june.id]
+
+
+def test_the_words_of_a_named_time_are_not_keywords_unless_asked():
+    words = set(Query.parse("which book did I finish a week ago?", NOW).terms)
+    query = Query.parse("which book did I finish a week ago?", NOW, time_words=False)
+    assert query.windows and set(query.terms) == words - set(tokens("a week ago")) and set(query.terms) < words
+    assert query.term_set == frozenset(words)  # names are still looked up among every word
+    assert set(Query.parse("where did we camp in June 2023?", NOW, time_words=False).terms) == set(tokens("camp"))
+    only_time = Query.parse("last week?", NOW, time_words=False)  # nothing but a time: its words stay
+    assert only_time.windows and set(only_time.terms) == set(tokens("last week"))
+    no_time = Query.parse("which book did I finish?", NOW, time_words=False)
+    assert no_time.terms == Query.parse("which book did I finish?", NOW).terms
 
 
 def test_memories_inside_a_named_time_join_the_candidates():

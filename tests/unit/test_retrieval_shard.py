@@ -90,6 +90,25 @@ def test_hybrid_recall_finds_the_reply_to_a_question(filled, embedder):
     assert all(h.via == "match" for h in hits)
 
 
+def test_a_named_time_is_matched_against_event_times_not_words(tmp_path, embedder):
+    """"A week ago" in a query is the time signal's: a memory that merely says "weeks ago"
+    gets no keyword credit for it (``time_words=False``, the default); with
+    ``time_words=True`` it does."""
+    now = ts(2024, 1, 1)
+    texts = [("I finished reading a novel about Greek myths.", now - 7 * DAY),
+             ("We booked the cabin a few weeks ago, and the week before that the car.", now - 200 * DAY)]  # fmt: skip
+    query = "which novel did I finish a week ago?"
+    for time_words, credited in ((False, False), (True, True)):
+        shard = make_shard(tmp_path, RankingWeights(time_words=time_words), name=f"tw{time_words}")
+        nodes = [MemoryNode(content=t, scope=CTX.scope.widen("user"), valid_from=w, created_at=w) for t, w in texts]
+        shard.put_many(CTX, nodes, embedder.encode([n.content for n in nodes]))
+        hits = search(shard, embedder, query, k=5, min_relevance=0.0, reference_time=now)
+        by_text = {h.node.content: h for h in hits}
+        assert hits[0].node.content == texts[0][0] and by_text[texts[0][0]].signals.get("time") == 1.0
+        assert (by_text[texts[1][0]].signals["bm25"] > 0) is credited
+        shard.close()
+
+
 def test_time_range_filter(filled, embedder):
     shard, _by_text = filled
     hits = search(shard, embedder, "dog", k=10, start=ts(2023, 6, 1), end=ts(2023, 8, 1))
