@@ -64,8 +64,8 @@ def main(argv: list[str] | None = None) -> int:
     from memorybus.evaluation.raw import RawModel
     from memorybus.evaluation.report import progress
     from memorybus.model import MemoryNode
-    from memorybus.retrieval.structure import embedding_texts
     from memorybus.scopes import Context, Scope
+    from memorybus.shard.texts import embedding_texts
 
     ranking = RankingWeights(**_weights(args.weight))  # type: ignore[arg-type]
     texts = make_texts(args.n)

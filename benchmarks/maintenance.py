@@ -3,9 +3,9 @@ consolidation throughput.
 
     python benchmarks/maintenance.py --nodes 1000000 --shards 4
 
-Records are written straight into shard actors with small random vectors (the
-decay sweep never looks at vectors, and embedding a million texts would take
-hours on this machine); then the DecayActor sweeps every shard in parallel at a
+Records are written straight into the shards' stores with small random vectors
+before the bus starts (the decay sweep never looks at vectors, and embedding a
+million texts would take hours on this machine); then the DecayActor sweeps every shard in parallel at a
 simulated time 90 days later. Consolidation is measured through the real model
 on clusters of paraphrases.
 """
@@ -55,6 +55,46 @@ EVENTS = [
 ]
 
 
+ORG = "bench"  # one org, a user scope per shard: one scoped sweep covers them all
+
+
+def _load(cfg: object, per: int, stale_share: float, now: float) -> None:
+    """``per`` records into each shard's store, with small random vectors, before the bus
+    starts: through the plain shard (the actors embed what they store, and embedding a
+    million texts would take hours here), as a shard actor would write them."""
+    import numpy as np
+
+    import memorybus as mb
+    from memorybus.model import MemoryNode
+    from memorybus.scopes import Router, shard_name
+    from memorybus.shard.build import open_shard
+
+    assert isinstance(cfg, mb.Config)
+    rng = np.random.default_rng(0)
+    router = Router(cfg.num_shards)
+    for s_idx in range(cfg.num_shards):
+        # a user whose scope this shard owns
+        user = next(f"user{s_idx}-{k}" for k in range(10_000) if router.shard_for(mb.Scope(ORG, f"user{s_idx}-{k}").key)
+                    == s_idx)  # fmt: skip
+        ctx = mb.Context(ORG, user)
+        shard = open_shard(cfg, shard_name(s_idx))
+        try:
+            for start in range(0, per, 5000):
+                n = min(5000, per - start)
+                age = np.where(rng.random(n) < stale_share, 120.0, rng.uniform(0, 5, n)) * 86400.0
+                nodes = [
+                    MemoryNode(content=f"record {s_idx}-{start + i}", scope=mb.Scope(ORG, user),
+                               created_at=now - age[i], last_accessed=now - age[i], valid_from=now - age[i],
+                               importance=float(rng.integers(1, 8)), confidence=float(rng.uniform(0.5, 1.0)))
+                    for i in range(n)
+                ]
+                vecs = rng.normal(size=(n, cfg.embedding_dim)).astype(np.float32)
+                shard.put_many(ctx, nodes, vecs / np.linalg.norm(vecs, axis=1, keepdims=True))
+        finally:
+            shard.close()
+        print(f"  shard {s_idx}: {per} records written", file=sys.stderr)
+
+
 def main() -> int:
     ap = parser(__doc__, data_dir=True)
     ap.add_argument("--nodes", type=int, default=1_000_000)
@@ -63,53 +103,22 @@ def main() -> int:
     ap.add_argument("--clusters", type=int, default=20, help="consolidation clusters (of 8 paraphrases)")
     args = ap.parse_args()
     prepare_env()
-    import numpy as np
     import ray
 
     import memorybus as mb
-    from memorybus import actors
-    from memorybus.model import MemoryNode
-    from memorybus.scopes import Router
 
     data = args.data_dir or tempfile.mkdtemp(prefix="mbmaint-")
     result: dict[str, object] = {"nodes": args.nodes, "shards": args.shards}
     # the sweeps run a day or two ahead: the config allows that much injected future
     cfg = mb.Config.embedded(data, num_shards=args.shards, namespace=f"maint_{uuid.uuid4().hex[:6]}",
                              shard_num_cpus=0.0, maintenance_max_future_seconds=3 * 86400.0)
+    t, now = time.perf_counter(), time.time()
+    _load(cfg, args.nodes // args.shards, args.stale, now)
+    result["load_seconds"] = time.perf_counter() - t
     bus = mb.connect(cfg, num_cpus=2, include_dashboard=False, log_to_driver=False)
     try:
-        rng = np.random.default_rng(0)
-        now = time.time()
-        shards = actors.shard_handles(bus.config)
-        per = args.nodes // args.shards
-        t = time.perf_counter()
-        chunk = 5000
-        pending = []
-        org = "bench"  # one org, a user scope per shard: one scoped sweep covers them all
-        for s_idx, shard in enumerate(shards):
-            # find a user whose scope this shard owns
-            user = next(f"user{s_idx}-{k}" for k in range(10_000)
-                        if Router(bus.config.num_shards).shard_for(mb.Scope(org, f"user{s_idx}-{k}").key) == s_idx)
-            ctx = mb.Context(org, user)
-            for start in range(0, per, chunk):
-                n = min(chunk, per - start)
-                stale = rng.random(n) < args.stale
-                age = np.where(stale, 120.0, rng.uniform(0, 5, n)) * 86400.0
-                nodes = [
-                    MemoryNode(content=f"record {s_idx}-{start + i}", scope=mb.Scope(org, user),
-                               created_at=now - age[i], last_accessed=now - age[i], valid_from=now - age[i],
-                               importance=float(rng.integers(1, 8)), confidence=float(rng.uniform(0.5, 1.0)))
-                    for i in range(n)
-                ]
-                vecs = rng.normal(size=(n, cfg.embedding_dim)).astype(np.float32)
-                pending.append(shard.put_many.remote(ctx, nodes, vecs))
-                if len(pending) >= 2 * len(shards):
-                    ray.get(pending.pop(0), timeout=600)
-            print(f"  shard {s_idx}: {per} records queued", file=sys.stderr)
-        ray.get(pending, timeout=3600)
-        result["load_seconds"] = time.perf_counter() - t
         print(f"loaded {bus.count()} records in {result['load_seconds']:.0f}s", file=sys.stderr)
-
+        org = ORG
         t = time.perf_counter()
         # a sweep a day later: the stale share (untouched for 120 days) falls below the threshold
         status = bus.run_decay(mb.Context(org), now=now + 86400.0)

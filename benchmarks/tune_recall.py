@@ -109,12 +109,11 @@ class Harness:
 
     def store(self, items: list[dict[str, Any]], context: Any) -> list[Any]:
         from memorybus.items import build_memory
-        from memorybus.retrieval.structure import embedding_texts
 
         out = []
         for start in range(0, len(items), 256):  # the client's ingest chunk
             nodes = [build_memory(it, context, self.clock.now()) for it in items[start : start + 256]]
-            vecs = self.encoder.encode(embedding_texts(nodes, self.shard.ranking.contextual_text))
+            vecs = self.encoder.encode(self.shard.embedding_texts(context, nodes))  # what the shard embeds
             out += self.shard.put_many(context, nodes, vecs)
         return out
 

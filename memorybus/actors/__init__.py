@@ -67,9 +67,16 @@ def create_maintenance(config: Config, kind: str, *args: Any) -> Any:
     return ray.remote(cls).options(**opts).remote(config, *args)
 
 
+#: threads of a shard's writes that embed: enough for a few callers' windows of
+#: in-flight ingest calls (see memorybus.client.memories) to embed while one commits
+INGEST_THREADS = 32
+
+
 def create_shard(config: Config, index: int) -> Any:
-    # reads get a thread of their own: they never queue behind a write (see ShardActor)
-    groups: dict[str, Any] = {"concurrency_groups": {"reads": 1}}
+    # reads get a thread of their own: they never queue behind a write; writes that
+    # embed wait for the embedder on threads of theirs, a caller's next ones beside them
+    # (see ShardActor)
+    groups: dict[str, Any] = {"concurrency_groups": {"reads": 1, "ingest": INGEST_THREADS}}
     actor = ray.remote(**groups)(ShardActor)
     return actor.options(**shard_options(config, index)).remote(config, shard_name(index))
 

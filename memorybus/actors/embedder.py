@@ -1,14 +1,20 @@
-"""EmbedderActor: loads the model once and batches every caller's requests."""
+"""EmbedderActor: loads the model once and batches every caller's requests; the pool
+of replicas the actors that store memories (shards, consolidation) encode on."""
 
 from __future__ import annotations
 
 import os
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
+import ray
 
+from memorybus.actors.names import embedder_actor_name
+from memorybus.actors.runtime import unwrap
 from memorybus.config import Config
 from memorybus.embedding import BatchingEmbedder, Embedder
+from memorybus.errors import ActorUnavailable
 
 
 class EmbedderActor:
@@ -46,3 +52,48 @@ class EmbedderActor:
 
     async def pid(self) -> int:
         return os.getpid()
+
+
+def spread(items: list[str], replicas: int) -> list[list[str]]:
+    """``items`` in at most ``replicas`` contiguous, non-empty shares of near-equal size."""
+    per = -(-len(items) // max(1, replicas))
+    return [items[i : i + per] for i in range(0, len(items), per)] if items else []
+
+
+class EmbedderPool:
+    """The bus's embedder replicas, as an actor that stores memories uses them: a
+    call's texts go out in one contiguous share per replica (:func:`spread`), in
+    parallel, the first share to the next replica in turn. Handles are found by
+    name on first use, and again after a call failed (a replaced replica).
+
+    Errors: the embedder's own error as it raised it, ActorUnavailable naming a
+    replica that is not running, OperationTimeout past ``timeout``."""
+
+    def __init__(self, config: Config) -> None:
+        self.config = config
+        self._handles: list[Any] | None = None
+        self._turn = 0
+
+    def _pool(self) -> list[Any]:
+        if self._handles is None:
+            names = [embedder_actor_name(self.config, i) for i in range(self.config.embedder_replicas)]
+            try:
+                self._handles = [ray.get_actor(n, namespace=self.config.namespace) for n in names]
+            except ValueError as exc:
+                raise ActorUnavailable(names[0], f"an embedder is not running: {exc}") from None
+        return self._handles
+
+    def _calls(self, texts: Sequence[str]) -> list[Any]:
+        pool = self._pool()
+        self._turn = (self._turn + 1) % len(pool)
+        shares = spread(list(texts), len(pool))
+        return [pool[(self._turn + i) % len(pool)].encode.remote(s) for i, s in enumerate(shares)]
+
+    def encode(self, texts: Sequence[str], timeout: float | None) -> np.ndarray:
+        """The vectors of ``texts`` (at least one; one row each), waiting in this thread."""
+        try:
+            parts = ray.get(self._calls(texts), timeout=timeout)
+        except ray.exceptions.RayError as exc:
+            self._handles = None
+            raise unwrap(exc) from None
+        return np.concatenate([np.asarray(p, dtype=np.float32) for p in parts])

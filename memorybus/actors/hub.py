@@ -16,6 +16,7 @@ import ray
 from ray import cloudpickle
 from ray.exceptions import RayError
 
+from memorybus.actors.names import hub_actor_name
 from memorybus.actors.runtime import pick_one
 from memorybus.config import Config
 from memorybus.errors import ConfigError
@@ -187,4 +188,36 @@ class HubActor:
         return os.getpid()
 
 
-__all__ = ["HubActor", "Level", "partition_of"]
+class HubPush:
+    """A shard's live push of the events it committed to the hub actor of each event's
+    org partition: fire and forget, best effort (the durable event log is the fallback
+    when a push is lost). A hub that is not running yet is looked for again next time."""
+
+    def __init__(self, config: Config) -> None:
+        self.config = config
+        self._hubs: dict[int, Any] = {}
+
+    def _hub(self, partition: int) -> Any:
+        hub = self._hubs.get(partition)
+        if hub is None:
+            try:
+                hub = ray.get_actor(hub_actor_name(self.config, partition), namespace=self.config.namespace)
+            except ValueError:
+                return None
+            self._hubs[partition] = hub
+        return hub
+
+    def __call__(self, events: list[Event]) -> None:
+        groups: dict[int, list[Event]] = {}
+        for ev in events:
+            groups.setdefault(partition_of(ev.node.scope.org, self.config.bus.partitions), []).append(ev)
+        for partition, evs in groups.items():
+            hub = self._hub(partition)
+            if hub is not None:
+                try:
+                    hub.publish.remote(evs)
+                except ray.exceptions.RayError:  # the log has the events
+                    self._hubs.pop(partition, None)
+
+
+__all__ = ["HubActor", "HubPush", "Level", "partition_of"]

@@ -20,11 +20,10 @@ import uuid
 from collections.abc import Callable, Sequence
 from typing import Any
 
-import numpy as np
 import ray
 from ray.util import metrics
 
-from memorybus.actors.names import embedder_actor_name, shard_actor_name
+from memorybus.actors.names import shard_actor_name
 from memorybus.actors.runtime import unwrap
 from memorybus.clock import Clock, SystemClock
 from memorybus.config import Config, ConsolidationPolicy, DecayPolicy
@@ -34,12 +33,6 @@ from memorybus.maintenance import Cluster, RunStatus, extractive_summary
 from memorybus.model import MemoryNode
 from memorybus.scopes import Context
 from memorybus.validation import check_time
-
-
-def spread(items: list[str], replicas: int) -> list[list[str]]:
-    """``items`` in at most ``replicas`` contiguous, non-empty shares of near-equal size."""
-    per = -(-len(items) // max(1, replicas))
-    return [items[i : i + per] for i in range(0, len(items), per)] if items else []
 
 
 def _shards(config: Config) -> list[Any]:
@@ -158,8 +151,9 @@ class ConsolidationActor(_Scheduled):
 
     ``summarizer`` (e.g. an LLM call) turns a cluster into text: this argument,
     else ``config.consolidation.summarizer`` (a callable or an import path), else
-    the extractive summary. Summaries are embedded by the bus's embedder, outside
-    any transaction; each cluster is applied in one atomic, idempotent commit.
+    the extractive summary. The shard that owns a cluster embeds its summary (on
+    the bus's embedder pool, outside any transaction) and applies it in one atomic,
+    idempotent commit.
     """
 
     kind = "consolidation"
@@ -175,17 +169,6 @@ class ConsolidationActor(_Scheduled):
         self.policy = policy or config.consolidation
         self.interval = self.policy.interval_seconds
         self.summarizer = summarizer or resolve_hook(self.policy.summarizer, "consolidation.summarizer")
-
-    async def _encode(self, texts: list[str]) -> np.ndarray:
-        """Embed ``texts`` on the bus's embedder pool: one contiguous share per replica,
-        in parallel (the same replicas the clients use)."""
-        ns = self.config.namespace
-        pool = [ray.get_actor(embedder_actor_name(self.config, i), namespace=ns)
-                for i in range(self.config.embedder_replicas)]
-        shares = spread(texts, len(pool))
-        calls = [e.encode.remote(share) for e, share in zip(pool, shares, strict=False)]
-        parts: list[Any] = await asyncio.gather(*calls)
-        return np.concatenate([np.asarray(p, dtype=np.float32) for p in parts])
 
     async def _run(
         self,
@@ -207,15 +190,14 @@ class ConsolidationActor(_Scheduled):
             (self.summarizer or (lambda ms: extractive_summary(ms, self.policy.key_phrases)))(c.members)
             for _, c in work
         ]
-        vectors = await self._encode(texts)
         if pause_before_apply:
             await asyncio.sleep(pause_before_apply)
         results = await asyncio.gather(
             *(
                 shard.apply_consolidation.remote(
-                    [m.id for m in c.members], text, vectors[i], now, self.policy, uuid.uuid4().hex, within
+                    [m.id for m in c.members], text, now, self.policy, uuid.uuid4().hex, within
                 )
-                for i, ((shard, c), text) in enumerate(zip(work, texts, strict=True))
+                for (shard, c), text in zip(work, texts, strict=True)
             )
         )
         for (_, c), sem in zip(work, results, strict=True):

@@ -11,13 +11,13 @@ from typing import Any, TypeVar
 import numpy as np
 import ray
 
-from memorybus.actors.names import hub_actor_name
+from memorybus.actors.hub import HubPush
+from memorybus.actors.ingest import Ingest
 from memorybus.config import Config, ConsolidationPolicy, DecayPolicy
 from memorybus.errors import StoreUnavailable
 from memorybus.events import Event, EventFilter
 from memorybus.maintenance import Cluster
 from memorybus.model import MemoryKind, MemoryNode, MemoryStatus
-from memorybus.pubsub.routing import partition_of
 from memorybus.retrieval import RecallHit
 from memorybus.retrieval.options import RecallOptions
 from memorybus.scopes import Context, Scope
@@ -34,10 +34,11 @@ _CHECKPOINT_IDLE = 10.0
 class ShardActor:
     """Owns the scopes routed to shard ``name``.
 
-    Writes run one at a time on the actor's default thread; reads run on a thread of
-    their own (the ``reads`` concurrency group), so a write waiting for its store (a
-    lock another process holds, a hung server) never holds up a read. See
-    :mod:`memorybus.shard.gate`.
+    Writes commit one at a time; reads run on a thread of their own (the ``reads``
+    concurrency group), so a write waiting for its store (a lock another process
+    holds, a hung server) never holds up a read (see :mod:`memorybus.shard.gate`).
+    Writes that store vectors wait for the embedder on threads of their own (the
+    ``ingest`` group), holding no lock meanwhile (see :mod:`memorybus.actors.ingest`).
 
     Every mutating method takes the caller's operation id ``op`` (the client makes
     one per call): Ray re-runs a call with the same arguments after the actor died,
@@ -50,9 +51,10 @@ class ShardActor:
     def __init__(self, config: Config, name: str) -> None:
         self.name = name
         self.config = config
-        self._hubs: dict[int, Any] = {}
+        self._push = HubPush(config)
         self._shard: Shard | None = None
         self._open_lock = threading.Lock()
+        self._ingest = Ingest(config)
         from ray.util import metrics
 
         self._tags = {"namespace": config.namespace, "shard": name}
@@ -103,6 +105,17 @@ class ShardActor:
         with shard.gate.write():
             return call(shard)
 
+    def _embedded(
+        self,
+        texts: Callable[[Shard], list[str]],
+        write: Callable[[Shard, np.ndarray], T],
+        held: Sequence[MemoryNode] = (),
+        order: tuple[Context, str | None, str | None] | None = None,
+    ) -> T:
+        """A write that stores vectors (see :class:`~memorybus.actors.ingest.Ingest`)."""
+        return self._ingest.run(self._s(), texts, lambda vectors: self._write(lambda s: write(s, vectors)),
+                                held, order)  # fmt: skip
+
     def _start_touch_timer(self) -> None:
         """Access statistics reach the store within ``touch_flush_seconds`` even when no
         further recall comes: a timer thread checks at a quarter of that period and, when
@@ -134,57 +147,29 @@ class ShardActor:
 
         threading.Thread(target=tick, name="touch-flush", daemon=True).start()
 
-    def _hub(self, partition: int) -> Any:
-        hub = self._hubs.get(partition)
-        if hub is None:
-            try:
-                hub = ray.get_actor(
-                    hub_actor_name(self.config, partition), namespace=self.config.namespace
-                )
-            except ValueError:
-                return None
-            self._hubs[partition] = hub
-        return hub
-
     def _publish(self, events: list[Event]) -> None:
         self._writes.inc(len(events), tags=self._tags)
         if self._shard is not None:
             self._size.set(self._shard.count(), tags=self._tags)
-        groups: dict[int, list[Event]] = {}
-        for ev in events:
-            groups.setdefault(partition_of(ev.node.scope.org, self.config.bus.partitions), []).append(ev)
-        for partition, evs in groups.items():
-            hub = self._hub(partition)
-            if hub is not None:
-                try:
-                    hub.publish.remote(evs)
-                except ray.exceptions.RayError:  # live push is best effort: the log has the events
-                    self._hubs.pop(partition, None)
+        self._push(events)
 
+    @ray.method(concurrency_group="ingest")
     def assert_fact(
-        self,
-        context: Context,
-        node: MemoryNode,
-        vector: np.ndarray | None,
-        strategy: str | None,
-        op: str | None = None,
+        self, context: Context, node: MemoryNode, strategy: str | None, op: str | None = None
     ) -> FactResult:
-        if vector is not None:
-            vector = np.asarray(vector)
-            vector = vector[0] if vector.ndim == 2 else vector
-        return self._write(lambda shard: shard.assert_fact(context, node, vector, strategy, op=op))
+        return self._embedded(
+            lambda shard: shard.embedding_texts(context, [node]),
+            lambda shard, vectors: shard.assert_fact(context, node, _row(vectors), strategy, op=op),
+        )
 
+    @ray.method(concurrency_group="ingest")
     def assert_facts(
-        self,
-        context: Context,
-        nodes: list[MemoryNode],
-        vectors: np.ndarray | None,
-        rows: list[int],
-        strategy: str | None,
-        op: str | None = None,
+        self, context: Context, nodes: list[MemoryNode], strategy: str | None, op: str | None = None
     ) -> list[FactResult]:
-        vecs = None if vectors is None else np.asarray(vectors)[rows]
-        return self._write(lambda shard: shard.assert_facts(context, nodes, vecs, strategy, op=op))
+        return self._embedded(
+            lambda shard: shard.embedding_texts(context, nodes),
+            lambda shard, vectors: shard.assert_facts(context, nodes, vectors, strategy, op=op),
+        )
 
     def decay_sweep(
         self, now: float, policy: DecayPolicy, op: str | None = None, within: Context | None = None
@@ -202,18 +187,21 @@ class ShardActor:
     ) -> list[Cluster]:
         return self._read(lambda shard: shard.consolidation_plan(now, policy, scopes, due_only, within=within))
 
+    @ray.method(concurrency_group="ingest")
     def apply_consolidation(
         self,
         member_ids: list[str],
         text: str,
-        vector: np.ndarray,
         now: float,
         policy: ConsolidationPolicy,
         op: str | None = None,
         within: Context | None = None,
     ) -> MemoryNode | None:
-        return self._write(
-            lambda shard: shard.apply_consolidation(member_ids, text, vector, now, policy, op=op, within=within)
+        return self._embedded(
+            lambda shard: shard.texts.summary(text),
+            lambda shard, vectors: shard.apply_consolidation(
+                member_ids, text, vectors[0], now, policy, op=op, within=within
+            ),
         )
 
     @ray.method(concurrency_group="reads")
@@ -241,33 +229,32 @@ class ShardActor:
     def last_seqs(self, context: Context) -> dict[str, int]:
         return self._read(lambda shard: shard.last_seqs(context))
 
+    @ray.method(concurrency_group="ingest")
     def put_many(
-        self,
-        context: Context,
-        nodes: Sequence[MemoryNode],
-        vectors: np.ndarray | None = None,
-        rows: Sequence[int] | None = None,
-        op: str | None = None,
+        self, context: Context, nodes: Sequence[MemoryNode], op: str | None = None, after: str | None = None
     ) -> list[MemoryNode]:
-        return self._write(lambda shard: shard.put_many(context, nodes, vectors, rows, op=op))
+        """Store new memories (see :meth:`memorybus.shard.Shard.put_many`); the shard
+        decides their texts and embeds them. ``after``: the operation id of the call the
+        caller sent this shard just before, which commits first (see :meth:`_embedded`)."""
+        return self._embedded(
+            lambda shard: shard.embedding_texts(context, nodes),
+            lambda shard, vectors: shard.put_many(context, nodes, vectors, op=op),
+            held=nodes,
+            order=(context, op, after),
+        )
 
     @ray.method(concurrency_group="reads")
     def check_puts(self, context: Context, nodes: list[MemoryNode]) -> int:
         return self._read(lambda shard: shard.check_puts(context, nodes))
 
+    @ray.method(concurrency_group="ingest")
     def update(
-        self,
-        context: Context,
-        memory_id: str,
-        expected_version: int,
-        changes: dict[str, Any],
-        vector: np.ndarray | None = None,
-        op: str | None = None,
+        self, context: Context, memory_id: str, expected_version: int, changes: dict[str, Any], op: str | None = None
     ) -> MemoryNode:
-        if vector is not None:
-            vector = np.asarray(vector)
-            vector = vector[0] if vector.ndim == 2 else vector
-        return self._write(lambda shard: shard.update(context, memory_id, expected_version, changes, vector, op=op))
+        return self._embedded(
+            lambda shard: shard.update_texts(context, memory_id, changes),
+            lambda shard, vectors: shard.update(context, memory_id, expected_version, changes, _row(vectors), op=op),
+        )
 
     def delete(
         self, context: Context, memory_id: str, expected_version: int | None = None, op: str | None = None
@@ -277,18 +264,6 @@ class ShardActor:
     @ray.method(concurrency_group="reads")
     def get(self, context: Context, memory_id: str, with_embedding: bool = False) -> MemoryNode:
         return self._read(lambda shard: shard.get(context, memory_id, with_embedding=with_embedding))
-
-    @ray.method(concurrency_group="reads")
-    def search(
-        self,
-        context: Context,
-        vector: np.ndarray,
-        k: int,
-        kinds: Sequence[MemoryKind] | None = None,
-        statuses: Sequence[MemoryStatus] | None = None,
-        as_of: float | None = None,
-    ) -> list[RecallHit]:
-        return self._read(lambda shard: shard.search(context, vector, k, kinds=kinds, statuses=statuses, as_of=as_of))
 
     @ray.method(concurrency_group="reads")
     def recall(
@@ -397,3 +372,8 @@ class ShardActor:
     @ray.method(concurrency_group="reads")
     def node_id(self) -> str:
         return str(ray.get_runtime_context().get_node_id())
+
+
+def _row(vectors: np.ndarray) -> np.ndarray | None:
+    """The vector of a write that embeds at most one text (None: it embeds none)."""
+    return vectors[0] if len(vectors) else None

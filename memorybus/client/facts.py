@@ -67,9 +67,8 @@ def _assert_one(bus: MemoryBus, key: str, content: str, context: Context, strate
     fields = dict(fields)
     fields.setdefault("kind", MemoryKind.SEMANTIC)
     node = bus._build({"content": content, "key": key, **fields}, context, time.time())
-    vector = bus._embedder().encode.remote([content])
     shard = bus._shard_handles()[bus._router.shard_for(node.scope.key)]
-    (result,) = yield [shard.assert_fact.remote(context, node, vector, strategy, op)]
+    (result,) = yield [shard.assert_fact.remote(context, node, strategy, op)]  # the shard embeds it
     return result
 
 
@@ -107,16 +106,13 @@ def _assert_many(bus: MemoryBus, items: list[dict[str, Any]], context: Context, 
         nodes.append(bus._build(fields, context, now))
     if not nodes:
         return []
-    vectors = bus._embedder().encode.remote([n.content for n in nodes])
     groups: dict[int, list[int]] = {}
     for i, n in enumerate(nodes):
         groups.setdefault(bus._router.shard_for(n.scope.key), []).append(i)
     handles = bus._shard_handles()
     order = list(groups)
-    refs = [
-        handles[s].assert_facts.remote(context, [nodes[i] for i in groups[s]], vectors, groups[s], strategy, op)
-        for s in order
-    ]
+    # each shard embeds its part
+    refs = [handles[s].assert_facts.remote(context, [nodes[i] for i in groups[s]], strategy, op) for s in order]
     parts = yield refs
     out: list[FactResult | None] = [None] * len(nodes)
     for s, part in zip(order, parts, strict=True):

@@ -6,7 +6,8 @@ Operation generators of :class:`~memorybus.client.MemoryBus` (see
 shard committed durably to its store. ``remember_many`` validates the whole batch
 before anything is written; each shard applies its part atomically. Calls by id
 (``get``, ``update``, ``forget``) ask the one shard the id routes to and touch at
-most one memory.
+most one memory. The client sends memories, never vectors: the owning shard decides
+what text of each is embedded and embeds it (see :mod:`memorybus.shard.texts`).
 """
 
 from __future__ import annotations
@@ -20,7 +21,6 @@ from memorybus.client.operation import check_context, check_memory_id
 from memorybus.errors import InvalidMemory, InvalidRequest, MemoryNotFound, PartialWrite
 from memorybus.items import turn_items
 from memorybus.model import MemoryKind, MemoryNode, MemoryStatus
-from memorybus.retrieval.structure import embedding_texts
 from memorybus.scopes import Context
 from memorybus.shard.ops import new_op, tag_op
 
@@ -127,16 +127,13 @@ def _remember_nodes(bus: MemoryBus, items: Sequence[Any], context: Context, op: 
         yield [handles[s].check_puts.remote(context, part) for s, part in per_shard.items()]
     stored: list[MemoryNode | None] = [None] * len(nodes)
     errors: dict[int, BaseException] = {}
-    vectors: dict[int, Any] = {}
     window: list[tuple[list[tuple[int, int, list[int]]], Settled]] = []
+    before: dict[int, str] = {}  # shard -> this call's part sent to it last: its parts commit in order
     for n, (start, s, idx) in enumerate(calls):
-        if start not in vectors:
-            part = nodes[start : start + chunk]
-            texts = embedding_texts(part, bus.config.ranking.contextual_text)  # no date stamp in vectors
-            vectors = {start: bus._embedder().encode.remote(texts)}
-        ref = handles[s].put_many.remote(
-            context, [nodes[i] for i in idx], vectors[start], [i - start for i in idx], f"{op}/{start // chunk}"
-        )
+        # the shard decides what text of each memory is embedded, and embeds it
+        part = f"{op}/{start // chunk}"
+        ref = handles[s].put_many.remote(context, [nodes[i] for i in idx], part, before.get(s))
+        before[s] = part
         if not window or window[-1][0][0][0] != start:
             window.append(([], Settled([])))
         window[-1][0].append((start, s, idx))
@@ -213,13 +210,10 @@ def update(bus: MemoryBus, memory_id: str, context: Context, *, expected_version
                 changes[name] = enum(changes[name])
             except ValueError:
                 raise InvalidMemory(name, f"unknown {name} {changes[name]!r}") from None
-    vector = None
-    if "content" in changes:
-        content = changes["content"]
-        probe = MemoryNode(content=content, scope=context.scope)
+    if "content" in changes:  # checked here, embedded by the shard
+        probe = MemoryNode(content=changes["content"], scope=context.scope)
         probe.validate(max_content_chars=bus.config.max_content_chars)
-        vector = bus._embedder().encode.remote([content])
-    shards = _on_holder(bus, "update", context, memory_id, expected_version, changes, vector, op)
+    shards = _on_holder(bus, "update", context, memory_id, expected_version, changes, op)
     node = yield from tag_op(op, shards)
     return node
 

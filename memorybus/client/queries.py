@@ -3,6 +3,11 @@
 Operation generators of :class:`~memorybus.client.MemoryBus` (see
 :mod:`memorybus.client.operation`). A recall fans out, in parallel, to the shards
 that own the scopes the caller may see, and merges their hits by score.
+
+The client embeds queries (here or on the embedder actor) and the texts
+:func:`embed` is given; both are asked for, never stored. What is embedded for a
+memory that is stored is decided by the shard that stores it (see
+:mod:`memorybus.shard.texts`).
 """
 
 from __future__ import annotations
@@ -143,7 +148,8 @@ def context_for(
 
 def embed(bus: MemoryBus, texts: Sequence[str] | str) -> Op[np.ndarray]:
     """Embed texts with the bus's model (through the batching embedder): one row per
-    text; a single string is one text (one row), never its characters."""
+    text; a single string is one text (one row), never its characters. The vectors are
+    the caller's: nothing is stored (a stored memory's vector is its shard's choice)."""
     items = [texts] if isinstance(texts, str) else texts
     if isinstance(items, bytes | dict) or not isinstance(items, Iterable):
         raise InvalidRequest("texts", "must be a string or a list of strings")

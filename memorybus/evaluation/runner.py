@@ -98,8 +98,8 @@ def run_locomo(
     """The LoCoMo protocol (see :mod:`memorybus.evaluation.locomo`); returns and writes the result."""
     from memorybus.items import build_memory
     from memorybus.retrieval.options import RecallOptions
-    from memorybus.retrieval.structure import embedding_texts
     from memorybus.scopes import Context
+    from memorybus.shard.texts import embedding_texts
 
     ranking = ranking or RankingWeights()
     convs = locomo.load(data)

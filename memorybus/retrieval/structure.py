@@ -39,8 +39,13 @@ OrderKey = tuple[float, float, float, str]
 
 def index_text(node: MemoryNode) -> str:
     """The text recall indexes and embeds: the content without a leading date stamp."""
-    _, rest = split_time_prefix(node.content)
-    return rest if rest.strip() else node.content
+    return index_content(node.content)
+
+
+def index_content(content: str) -> str:
+    """:func:`index_text` of a memory with this content."""
+    _, rest = split_time_prefix(content)
+    return rest if rest.strip() else content
 
 
 def thread_of(node: MemoryNode) -> str | None:
@@ -116,7 +121,7 @@ class RecallIndex:
                 self._adjacent[nxt] = (node.id, self._adjacent[nxt][1])
         if PINNED_TAGS.intersection(node.tags):
             self.pinned.add(node.id)
-        if not _episodic(node):
+        if not is_episodic(node):
             self._facts[node.scope.key] += 1
             self._fact_scope[node.id] = node.scope.key
         who = names_of(node)
@@ -210,8 +215,9 @@ class RecallIndex:
                 out.append(members[i + d][3])
         return out
 
-    def predecessor_of(self, node: MemoryNode) -> str | None:
-        """The stored memory just before ``node`` in its thread (``node`` need not be stored)."""
+    def predecessor_of(self, node: MemoryNode, accept: Callable[[str], bool] | None = None) -> str | None:
+        """The stored memory just before ``node`` in its thread (``node`` need not be
+        stored); with ``accept``, the nearest one before it that ``accept`` takes."""
         thread = thread_of(node)
         if thread is None or thread not in self._threads:
             return None
@@ -219,43 +225,33 @@ class RecallIndex:
         i = bisect.bisect_left(members, order_key(node))
         while i > 0:
             i -= 1
-            if members[i][3] != node.id:
+            if members[i][3] != node.id and (accept is None or accept(members[i][3])):
                 return members[i][3]
         return None
 
     def contextualize(
         self,
-        nodes: Sequence[object],
-        vectors: np.ndarray | None,
-        rows: Sequence[int] | None,
+        nodes: Sequence[MemoryNode],
+        vectors: np.ndarray,
         mix: float,
         stored_vector: Callable[[str], np.ndarray | None],
-    ) -> tuple[np.ndarray | None, Sequence[int] | None]:
+    ) -> np.ndarray:
         """Contextual embeddings of new episodic memories of declared threads: each vector
         plus ``mix`` times its thread predecessor's (contextual) vector, re-normalised.
 
-        The predecessor is the previous memory of the same thread in this batch
-        or, for the first of a thread, the stored one before it
-        (``stored_vector(id)``). No model work: the date stamp is kept out of
-        the vector by embedding :func:`index_text`, and the predecessor's
-        meaning comes in through its vector. Returns new ``(vectors, rows)``;
-        the inputs are not changed.
+        ``vectors[i]`` is the vector of ``nodes[i]``. The predecessor is the previous
+        memory of the same thread in this batch or, for the first of a thread, the
+        stored one before it (``stored_vector(id)``). No model work: the predecessor's
+        meaning comes in through its vector. Returns new vectors; the input is not
+        changed.
         """
-        if vectors is None or mix <= 0 or not nodes:
-            return vectors, rows
-        vecs = np.asarray(vectors)
-        if vecs.ndim != 2:
-            return vectors, rows
-        rows = list(range(len(nodes))) if rows is None else list(rows)
-        if len(rows) != len(nodes) or max(rows, default=0) >= len(vecs):
-            return vectors, rows  # the shard reports the mismatch
-        out = np.asarray(vecs[rows], dtype=np.float32).copy()
-        episodes = sorted(
-            ((i, n) for i, n in enumerate(nodes) if isinstance(n, MemoryNode) and _episodic(n)),
-            key=lambda pair: order_key(pair[1]),
-        )
+        if mix <= 0 or not nodes or vectors.ndim != 2:
+            return vectors
+        out = np.asarray(vectors, dtype=np.float32).copy()
+        order = sorted((i for i, n in enumerate(nodes) if is_episodic(n)), key=lambda i: order_key(nodes[i]))
         last: dict[str, int] = {}
-        for i, node in episodes:
+        for i in order:
+            node = nodes[i]
             thread = thread_of(node)
             if thread is None:
                 continue
@@ -273,37 +269,15 @@ class RecallIndex:
             norm = float(np.linalg.norm(mixed))
             if norm > 0:
                 out[i] = mixed / norm
-        return out, list(range(len(nodes)))
+        return out
 
     def pinned_ids(self) -> Iterable[str]:
         return iter(self.pinned)
 
 
-def _episodic(node: MemoryNode) -> bool:
+def is_episodic(node: MemoryNode) -> bool:
+    """Whether a node is an episodic memory (False for an unknown kind)."""
     try:
         return MemoryKind(node.kind) is MemoryKind.EPISODIC
     except ValueError:
         return False
-
-
-def embedding_texts(nodes: Sequence[MemoryNode], contextual_text: bool = False) -> list[str]:
-    """What the embedder encodes for each new memory: :func:`index_text` (no date stamp).
-
-    With ``contextual_text`` (a quality option that costs model work: the texts
-    grow), an episodic memory is encoded after the text of the memory before it
-    in the same thread of this batch.
-    """
-    texts = [index_text(n) for n in nodes]
-    if not contextual_text:
-        return texts
-    out = list(texts)
-    last: dict[str, int] = {}
-    for i in sorted(range(len(nodes)), key=lambda i: order_key(nodes[i])):
-        node = nodes[i]
-        thread = thread_of(node) if _episodic(node) else None
-        if thread is None:
-            continue
-        if thread in last:
-            out[i] = f"{texts[last[thread]]}\n{texts[i]}"
-        last[thread] = i
-    return out

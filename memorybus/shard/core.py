@@ -29,6 +29,7 @@ from memorybus.shard.gate import Gate
 from memorybus.shard.index import SearchIndex, index_digest
 from memorybus.shard.ops import Commits, OpCall
 from memorybus.shard.records import Records
+from memorybus.shard.texts import EmbeddingTexts
 from memorybus.storage.base import Store, WriteBatch
 
 T = TypeVar("T")
@@ -87,6 +88,8 @@ class ShardCore:
         self.importance_since: dict[str, float] = {}
         #: whether the last start kept the on-disk vector index (its checkpoint matched)
         self.index_trusted = False
+        #: what this shard embeds for the memories it stores (see :mod:`.texts`)
+        self.texts = EmbeddingTexts(ranking.contextual_text, index.structure, records.nodes)
 
     # ------------------------------------------------------------------ wiring
     def mirror(self, node: MemoryNode) -> None:
@@ -232,11 +235,9 @@ class ShardCore:
         """The event of a maintenance write (its actor: ``decay`` or ``consolidation``)."""
         return Event(kind, node.without_embedding(), now, actor, 0, data)
 
-    def contextualize(
-        self, nodes: Sequence[object], vectors: np.ndarray | None, rows: Sequence[int] | None
-    ) -> tuple[np.ndarray | None, Sequence[int] | None]:
+    def contextualize(self, nodes: Sequence[MemoryNode], vectors: np.ndarray) -> np.ndarray:
         """Contextual vectors for new memories (see :meth:`RecallIndex.contextualize`)."""
-        return self.index.structure.contextualize(nodes, vectors, rows, self.ranking.context_mix, self._vector_of)
+        return self.index.structure.contextualize(nodes, vectors, self.ranking.context_mix, self._vector_of)
 
     def _vector_of(self, memory_id: str) -> np.ndarray | None:
         cached = self.index.structure.vectors.vector(memory_id)

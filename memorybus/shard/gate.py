@@ -76,3 +76,36 @@ class Gate:
         finally:
             state.lock.acquire()
             state.holder = threading.get_ident()
+
+
+class CallOrder:
+    """A caller's pipelined calls to one shard keep the order it sent them in.
+
+    Calls that embed run side by side (each waits for the embedder on a thread of its
+    own), so two calls of one caller could otherwise commit in the order their
+    embeddings come back. A call names the one its caller sent before it to this
+    shard (``after``) and waits, before each of its steps (``"decided"``: its texts
+    chosen; ``"done"``: its write over, committed or failed), until that call has
+    reached the same step. Only the last ``remember`` steps are kept: a predecessor
+    that is not among them is long over."""
+
+    def __init__(self, remember: int = 4096) -> None:
+        self._cond = threading.Condition()
+        self._reached: dict[tuple[str, str], None] = {}
+        self._remember = remember
+
+    def reach(self, op: str | None, step: str) -> None:
+        if op is None:
+            return
+        with self._cond:
+            self._reached[(op, step)] = None
+            while len(self._reached) > self._remember:
+                del self._reached[next(iter(self._reached))]
+            self._cond.notify_all()
+
+    def wait(self, after: str | None, step: str, timeout: float | None) -> bool:
+        """Wait until call ``after`` reached ``step``; False if ``timeout`` passed first."""
+        if after is None:
+            return True
+        with self._cond:
+            return self._cond.wait_for(lambda: (after, step) in self._reached, timeout)

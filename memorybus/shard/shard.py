@@ -81,7 +81,7 @@ class Shard:
         self.name = name
         # the parts, for the actor and for tests
         self.store, self.index, self.graph, self.gate = core.store, core.index, core.graph, core.gate
-        self.clock, self.ranking = core.clock, core.ranking
+        self.clock, self.ranking, self.texts = core.clock, core.ranking, core.texts
         reads, writes, facts = Reads(core), Writes(core), Facts(core)
         broadcasts, decay, consolidation = Broadcasts(core), Decay(core), Consolidation(core)
         replay, transfer = Replay(core), Transfer(core)
@@ -93,6 +93,8 @@ class Shard:
         self.list_memories = reads.list_memories
         self.count = reads.count
         # writes
+        self.embedding_texts = writes.embedding_texts
+        self.update_texts = writes.update_texts
         self.put_many = writes.put_many
         self.check_puts = writes.check_puts
         self.update = writes.update

@@ -57,24 +57,44 @@ def check_source(source: object) -> None:
 
 
 class Writes(Job):
+    # ------------------------------------------------------- what is embedded
+    def embedding_texts(self, context: Context, nodes: Sequence[MemoryNode]) -> list[str]:
+        """The texts this shard embeds for new memories ``nodes`` (see
+        :mod:`memorybus.shard.texts`), one per node; the vectors of these texts are
+        what :meth:`put_many` and the fact calls take. Raises what they would for a bad
+        context or a node that is not a valid MemoryNode (before any model work)."""
+        self.core.check_context(context)
+        return self.core.texts.texts([self.core.validate(n) if isinstance(n, MemoryNode) else n for n in nodes])
+
+    def update_texts(self, context: Context, memory_id: str, changes: dict[str, Any]) -> list[str]:
+        """The text this shard embeds for :meth:`update` ``changes`` (one, or none when
+        they keep the content, or the memory is not there for ``context``: the update
+        then says why)."""
+        self.core.check_context(context)
+        current = self.core.nodes.get(memory_id)
+        if not isinstance(changes, dict) or "content" not in changes or current is None \
+                or not current.scope.visible_to(context) or changes["content"] == current.content:
+            return []
+        return self.core.texts.texts([self.core.validate(evolve(current, content=changes["content"]))])
+
     # ------------------------------------------------------------------ writes
     def put_many(
         self,
         context: Context,
         nodes: Sequence[MemoryNode],
         vectors: np.ndarray | None = None,
-        rows: Sequence[int] | None = None,
         *,
         event: EventKind = EventKind.REMEMBERED,
         op: str | None = None,
     ) -> list[MemoryNode]:
         """Store new memories atomically (all or none); returns them as stored.
 
-        ``vectors[rows[i]]`` (or ``vectors[i]``) is the embedding of ``nodes[i]``
-        when given. A node whose id is already stored with the same record is
-        returned as stored (retries are idempotent). An exact duplicate of a stored
-        memory (same scope, kind and content; for episodic memories also the same
-        time, thread, position and speaker) and a near duplicate of a semantic or procedural one are not stored
+        ``vectors[i]`` is the embedding of ``nodes[i]``: of its text as
+        :meth:`embedding_texts` decides it (the actor embeds them). A node whose id is
+        already stored with the same record is returned as stored (retries are
+        idempotent). An exact duplicate of a stored memory (same scope, kind and
+        content; for episodic memories also the same time, thread, position and
+        speaker) and a near duplicate of a semantic or procedural one are not stored
         again: the existing memory is returned, reinforced (one more access, and the
         higher of the two confidences). An episodic repeat counts as a duplicate when
         it has the same event time, or when both are undated and were written within
@@ -86,15 +106,16 @@ class Writes(Job):
         context = self.core.check_context(context)
         if vectors is not None:
             vectors = np.asarray(vectors)
-            rows = list(range(len(nodes))) if rows is None else list(rows)
-            if len(rows) != len(nodes) or (rows and max(rows) >= len(vectors)):
+            if vectors.ndim != 2 or len(vectors) != len(nodes):
                 raise InvalidRequest("vectors", "do not match the nodes")
-        vectors, rows = self.core.contextualize(nodes, vectors, rows)
         now = self.core.clock.now()
         prepared = [
-            self.core.prepare_new(n, None if vectors is None or rows is None else vectors[rows[i]], context, now)
+            self.core.prepare_new(n, None if vectors is None else vectors[i], context, now)
             for i, n in enumerate(nodes)
         ]
+        if prepared:  # each with its checked vector now; a memory of a thread takes in its predecessor's
+            mixed = self.core.contextualize(prepared, np.stack([np.asarray(n.embedding) for n in prepared]))
+            prepared = [evolve(n, embedding=v) for n, v in zip(prepared, mixed, strict=True)]
         for n in prepared:
             check_source(n.source)
         ids = [n.id for n in prepared]
@@ -246,7 +267,7 @@ class Writes(Job):
     ) -> MemoryNode:
         """Compare-and-set: apply ``changes`` if the stored version is ``expected_version``.
 
-        Changing ``content`` requires its new ``vector``. Raises VersionConflict,
+        Changing ``content`` requires its new ``vector`` (of :meth:`update_texts`). Raises VersionConflict,
         MemoryNotFound, ScopeViolation, InvalidMemory/InvalidRequest. One winner per
         version: a second update at the same ``expected_version`` raises
         VersionConflict even with identical changes, unless it is a re-execution of

@@ -2,6 +2,7 @@
 
 import asyncio
 import uuid
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -158,7 +159,7 @@ def test_shard_enforces_visibility_even_if_the_client_is_bypassed(bus):
     intruder = Context(o, "u2")
     vec = bus.embed(["u1 private diary entry"])
     shard = actors.handle(bus.config, "shard", Router(bus.config.num_shards).shard_for(n.scope.key))
-    hits = ray.get(shard.search.remote(intruder, vec[0], 50))
+    hits = ray.get(shard.recall.remote((intruder, 50, None, None, "u1 private diary entry", None), vec[0]))
     assert n.id not in {h.node.id for h in hits}
     with pytest.raises(ray.exceptions.RayTaskError) as exc:
         ray.get(shard.get.remote(intruder, n.id))
@@ -369,6 +370,30 @@ def test_queries_are_embedded_where_the_config_says(bus, tmp_path, capfd):
     with pytest.raises(mb.MemoryBusError):
         strict.recall("Frankfurt database again", ctx, k=1)
     assert encoded() == before + 4
+
+
+def test_the_shard_embeds_a_turn_after_the_turn_an_earlier_call_stored(bus, tmp_path):
+    """``contextual_text``: the client sends memories only; the shard decides what is
+    embedded, so a turn remembered after the call that stored the turn before it is
+    embedded with that turn's text (the client saw one call's turns only)."""
+    ranking = replace(bus.config.ranking, contextual_text=True, context_mix=0.0)
+    cfg = bus.config.with_(namespace=f"{bus.config.namespace}_ctx", data_dir=str(tmp_path), num_shards=1,
+                           embedder_num_cpus=0.25, ranking=ranking)
+    talk = mb.connect(cfg)
+    try:
+        ctx = Context(org(), "u1")
+        (first,) = talk.remember_turns([("Ana", "I adopted a beagle from the shelter")], ctx, thread="t1")
+        (second,) = talk.remember_turns([("Ben", "What did you name her?")], ctx, thread="t1", start=1)
+        shard = actors.handle(cfg, "shard", 0)
+        stored = ray.get(shard.get.remote(ctx, second.id, True), timeout=60).embedding
+        with_context, alone = talk.embed([f"{first.content}\n{second.content}", second.content])
+        assert np.allclose(stored, with_context, atol=1e-5)
+        assert not np.allclose(stored, alone, atol=1e-2)
+        updated = talk.update(second.id, ctx, expected_version=1, content="What is her name?")
+        stored = ray.get(shard.get.remote(ctx, updated.id, True), timeout=60).embedding
+        assert np.allclose(stored, talk.embed([f"{first.content}\nWhat is her name?"])[0], atol=1e-5)
+    finally:
+        talk.shutdown()
 
 
 def test_access_statistics_are_recorded(bus):

@@ -117,3 +117,19 @@ def test_pubsub_depends_only_on_the_core():
 def test_only_the_ray_layer_imports_ray():
     importers = {m for m, targets in _imports().items() if any(t.split(".")[0] == "ray" for t in targets)}
     assert importers and all(m.startswith("memorybus.actors") for m in importers), importers
+
+
+def _calls(module: str, method: str) -> bool:
+    """Whether ``module`` (a memorybus module name) calls a method named ``method``."""
+    path = PACKAGE.parent.joinpath(*module.split("."))
+    source = (path / "__init__.py" if path.is_dir() else path.with_suffix(".py")).read_text()
+    return any(isinstance(n, ast.Attribute) and n.attr == method for n in ast.walk(ast.parse(source)))
+
+
+def test_the_shard_not_the_client_decides_what_is_embedded():
+    """The client sends memories; the shard picks each one's text and embeds it. The
+    client embeds only what it asks with (queries, ``embed``), never what is stored."""
+    imports = _imports()
+    client = [m for m in imports if _unit(m) == "memorybus.client"]
+    assert not [m for m in client if imports[m] & {"memorybus.shard.texts", "memorybus.retrieval.structure"}]
+    assert [m for m in client if _calls(m, "encode")] == ["memorybus.client.queries"]

@@ -7,11 +7,21 @@ from datetime import UTC, datetime
 import numpy as np
 import pytest
 
-from memorybus import Context, InvalidRequest, ManualClock, MemoryNode, MemoryStatus, RankingWeights, new_id
+from memorybus import (
+    Context,
+    InvalidMemory,
+    InvalidRequest,
+    ManualClock,
+    MemoryNode,
+    MemoryStatus,
+    RankingWeights,
+    new_id,
+)
 from memorybus.retrieval import RecallOptions
-from memorybus.retrieval.structure import embedding_texts, index_text
+from memorybus.retrieval.structure import index_text
 from memorybus.retrieval.text import tokens
 from memorybus.shard import Shard
+from memorybus.shard.texts import embedding_texts
 from memorybus.storage.sqlite import SqliteStore
 from memorybus.storage.vectors import EdgeVectorIndex
 
@@ -183,6 +193,38 @@ def test_contextual_embeddings_mix_the_predecessor_and_drop_the_date(tmp_path, e
     # the quality option that spends model work: the predecessor's text is encoded too
     ctx_texts = embedding_texts(conversation()[:2], contextual_text=True)
     assert ctx_texts[1] == f"{texts[0]}\n{texts[1]}"
+
+
+def test_the_shard_embeds_a_turn_after_the_one_before_it_wherever_that_is(tmp_path, embedder):
+    """contextual_text: the shard decides what is embedded, and a turn's context is the
+    turn before it in its thread, also when an earlier call stored it (the client, which
+    only saw the turns of one call, could not know it) or is still writing it."""
+    a, b, c = conversation()[:3]
+    alone = [index_text(n) for n in (a, b, c)]
+    shard = make_shard(tmp_path, RankingWeights(contextual_text=True, context_mix=0.0), name="ctx")
+    assert shard.embedding_texts(CTX, [a, b]) == [alone[0], f"{alone[0]}\n{alone[1]}"]  # within one call
+    shard.put_many(CTX, [a], embedder.encode(shard.embedding_texts(CTX, [a])))
+    (text,) = shard.embedding_texts(CTX, [b])
+    assert text == f"{alone[0]}\n{alone[1]}"  # from the store
+    (b,) = shard.put_many(CTX, [b], embedder.encode([text]))
+    np.testing.assert_allclose(shard.store.get(b.id).embedding, embedder.encode([text])[0], atol=1e-6)
+    shard.delete(CTX, b.id)
+    shard.texts.hold([b])  # its text is decided, its write not over: a later call's turn follows it
+    assert shard.embedding_texts(CTX, [c]) == [f"{alone[1]}\n{alone[2]}"]
+    shard.texts.settle([b])  # the write failed: back to the stored turn
+    assert shard.embedding_texts(CTX, [c]) == [f"{alone[0]}\n{alone[2]}"]
+    fact = MemoryNode(content=c.content, scope=c.scope, kind="semantic", thread=c.thread, position=c.position)
+    assert shard.embedding_texts(CTX, [fact]) == [alone[2]]  # only episodic turns take context
+    for bad in ("not a memory", replace(c, content="x" * 1_000_000), replace(c, valid_from="soon")):
+        with pytest.raises(InvalidMemory):  # before any model work
+            shard.embedding_texts(CTX, [bad])
+    with pytest.raises(InvalidRequest):
+        shard.embedding_texts("not a context", [c])
+    shard.close()
+    plain = make_shard(tmp_path, RankingWeights(context_mix=0.0), name="plain")
+    plain.put_many(CTX, [a], embedder.encode([alone[0]]))
+    assert plain.embedding_texts(CTX, [b, c]) == alone[1:]  # the option is off: each its own text
+    plain.close()
 
 
 def test_keyword_index_follows_writes_and_rebuilds(tmp_path, embedder):

@@ -29,11 +29,11 @@ def test_an_explicit_address_is_used_as_given():
     assert choose_address("10.0.0.5:6379", "10.0.0.1:6379", []) == "10.0.0.5:6379"
 
 
-def test_consolidation_spreads_summaries_over_every_embedder_replica():
-    from memorybus.actors.maintenance import spread
+def test_the_embedder_pool_spreads_a_call_over_every_replica():
+    from memorybus.actors.embedder import spread
 
     texts = [f"t{i}" for i in range(7)]
     shares = spread(texts, 3)
-    assert shares == [["t0", "t1", "t2"], ["t3", "t4", "t5"], ["t6"]]  # in order: rows match clusters
+    assert shares == [["t0", "t1", "t2"], ["t3", "t4", "t5"], ["t6"]]  # in order: rows match texts
     assert spread(texts[:2], 4) == [["t0"], ["t1"]] and spread([], 2) == []
     assert spread(texts, 1) == [texts]

@@ -246,3 +246,33 @@ def test_delete(shard, embedder):
     assert shard.store.get(n.id) is None and shard.index.count() == 0
     with pytest.raises(MemoryNotFound):
         shard.get(U1, n.id)
+
+
+def test_a_callers_pipelined_calls_keep_the_order_it_sent_them_in():
+    """Calls that embed run side by side; one naming the call sent before it waits for
+    that call's step (CallOrder), however their embeddings come back."""
+    import threading
+    import time
+
+    from memorybus.shard.gate import CallOrder
+
+    order, steps = CallOrder(), []
+
+    def second():
+        assert order.wait("first", "done", 30)
+        steps.append("second")
+
+    waiter = threading.Thread(target=second)
+    waiter.start()
+    time.sleep(0.2)
+    assert steps == []  # its embedding is back, its predecessor's write is not
+    steps.append("first")
+    order.reach("first", "done")
+    waiter.join(30)
+    assert steps == ["first", "second"]
+    assert order.wait(None, "done", 0)  # the first call of a caller waits for nothing
+    assert not order.wait("never-sent", "done", 0.05)  # bounded: the caller's timeout decides
+    small = CallOrder(remember=2)
+    for op in ("a", "b", "c"):
+        small.reach(op, "done")
+    assert not small.wait("a", "done", 0) and small.wait("c", "done", 0)

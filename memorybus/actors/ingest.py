@@ -1,0 +1,90 @@
+"""How a shard actor runs a write that stores vectors: the shard decides, then embeds.
+
+The caller sends memories, never vectors. For each such write (new memories, keyed
+facts, an update of content, a consolidation summary) the shard:
+
+1. decides the texts to embed (:mod:`memorybus.shard.texts`), a read under the
+   shard's state lock that also checks the input: bad input fails here, before any
+   model work and before anything is written;
+2. encodes them on the bus's embedder pool (:class:`EmbedderPool`), holding no lock:
+   reads go on, and so do other calls' first steps;
+3. commits, as a write (one at a time).
+
+These writes run on the actor's ``ingest`` threads, so a caller's next call is
+embedded while this one commits (the client keeps a window of calls in flight).
+A caller's calls to one shard still decide and commit in the order it sent them:
+each names the one it sent before (:class:`~memorybus.shard.gate.CallOrder`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import TypeVar
+
+import numpy as np
+
+from memorybus.actors.embedder import EmbedderPool
+from memorybus.config import Config
+from memorybus.model import MemoryNode
+from memorybus.scopes import Context
+from memorybus.shard import Shard
+from memorybus.shard.gate import CallOrder
+from memorybus.shard.ops import OpCall, op_key
+
+T = TypeVar("T")
+
+
+class Ingest:
+    """One shard actor's writes that embed: its embedder pool and its callers' order."""
+
+    def __init__(self, config: Config) -> None:
+        self.config = config
+        self.pool = EmbedderPool(config)
+        self.order = CallOrder()
+
+    def run(
+        self,
+        shard: Shard,
+        texts: Callable[[Shard], list[str]],
+        write: Callable[[np.ndarray], T],
+        held: Sequence[MemoryNode] = (),
+        order: tuple[Context, str | None, str | None] | None = None,
+    ) -> T:
+        """Decide ``texts(shard)``, embed them, then ``write(vectors)`` (one row per
+        text; none when there is none; ``write`` takes the write lock itself).
+
+        ``held``: new memories whose texts later calls' turns may take as context
+        until this write is over. ``order``: ``(context, op, after)``: this call (the
+        caller's operation ``op``) decides and commits after its call ``after`` did."""
+        context, op, after = order or (None, None, None)
+        self.order.reach(op, "arrived")
+        try:
+            try:
+                self._wait_for(shard, context, after, "decided")
+                with shard.gate.read():
+                    decided = texts(shard)
+                    shard.texts.hold(held)
+            finally:
+                self.order.reach(op, "decided")
+            try:
+                vectors = (self.pool.encode(decided, self.config.write_timeout) if decided
+                           else np.zeros((0, self.config.embedding_dim), dtype=np.float32))
+                self._wait_for(shard, context, after, "done")
+                return write(vectors)
+            finally:
+                with shard.gate.read():
+                    shard.texts.settle(held)
+        finally:
+            self.order.reach(op, "done")
+
+    def _wait_for(self, shard: Shard, context: Context | None, after: str | None, step: str) -> None:
+        """Wait until the caller's call ``after`` reached ``step`` here. One this actor
+        has not seen arrive and whose write the store has recorded ran before the actor
+        (re)started: it is over."""
+        if after is None or self.order.wait(after, step, 0):
+            return
+        if context is not None and not self.order.wait(after, "arrived", 0):
+            with shard.gate.read():
+                if shard.core.recorded(OpCall(op_key("put_many", context, after), after))[0]:
+                    return
+        self.order.wait(after, step, self.config.write_timeout)
