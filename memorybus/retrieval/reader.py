@@ -2,8 +2,8 @@
 
 :class:`RecallReader` belongs to one shard, and reads only what the shard hands it
 (its cached records, its vector index, the recall structure it keeps current with
-every committed write; see :class:`RecallReader`): it does not know the shard. The
-caller checks the context first.
+every committed write; see :class:`RecallReader`): it does not know the shard. It
+checks the caller's context with the check the shard hands it.
 
 A search costs one vector-index query, one keyword query over the visible
 scope partitions and a pass over at most ``dense_candidates +
@@ -33,10 +33,13 @@ from memorybus.storage.vectors import NearestIndex
 #: how much deeper the indexes are searched when a time filter drops candidates
 _FILTER_DEPTH = 8
 
+#: memories linked to a query's entities, with their weights: ``links(context, query, as_of)``
+Links = Callable[[Context, str, float | None], Mapping[str, float]]
+
 
 @dataclass(slots=True)
 class SearchPlan:
-    """A search prepared up to the query vector (see :meth:`RecallReader.plan`)."""
+    """A search prepared up to the query vector (see :meth:`RecallReader.search`)."""
 
     context: Context
     k: int
@@ -57,18 +60,21 @@ class SearchPlan:
 class RecallReader:
     """Recall over ``nodes`` (the shard's cached records, read only), ``index`` and
     ``structure`` (keywords, vectors in memory, threads: kept by the shard);
-    ``touch(ids, now)`` counts the accesses of what a recall returned."""
+    ``touch(ids, now)`` counts the accesses of what a recall returned, ``check(context)``
+    checks a caller's context, ``links`` (optional) are the shard's graph links."""
 
     def __init__(self, nodes: Mapping[str, MemoryNode], index: NearestIndex, structure: RecallIndex, *,
-                 ranking: RankingWeights, dim: int, clock: Clock, touch: Callable[[list[str], float], None]) -> None:
+                 ranking: RankingWeights, dim: int, clock: Clock, touch: Callable[[list[str], float], None],
+                 check: Callable[[object], Context], links: Links | None = None) -> None:  # fmt: skip
         self.nodes, self.index, self.ranking, self.dim, self.clock = nodes, index, ranking, dim, clock
-        self._touch = touch
+        self._touch, self._check, self._links = touch, check, links
         self.structure = structure
 
     # ------------------------------------------------------------------- reads
-    def plan(
+    def search(
         self,
         context: Context,
+        vector: np.ndarray,
         k: int = 10,
         *,
         kinds: Sequence[MemoryKind] | None = None,
@@ -77,10 +83,17 @@ class RecallReader:
         as_of: float | None = None,
         query: str | None = None,
         options: RecallOptions | None = None,
-    ) -> SearchPlan:
-        """Everything a search needs but the query vector: checks, filters, the parsed
-        query and the keyword candidates; :meth:`execute` finishes it with the vector.
-        ``context`` is the caller's, already checked."""
+    ) -> list[RecallHit]:
+        """Top ``k`` memories visible to ``context`` for the query ``vector`` (and its
+        ``query`` text: hybrid, structure-aware recall, see
+        :mod:`memorybus.retrieval.ranking`), followed by the expansions ``options`` asks for.
+
+        Visibility is enforced twice: the indexes are filtered to the context's
+        visible scope keys, and every candidate is checked again. ``as_of``: the state
+        at that time — memories valid then (``valid_from <= t < valid_to``), including
+        facts deprecated since, excluding later ones. Memories the graph links to the
+        query's entities (``links``) are one more fused signal."""
+        context = self._check(context)
         if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= 1000:
             raise InvalidRequest("k", "must be an int between 1 and 1000")
         if query is not None and not isinstance(query, str):
@@ -133,15 +146,17 @@ class RecallReader:
         keywords = self.structure.keywords
         keyword = keywords.search(terms, scope_keys, kw_limit) if terms else []
         weight = keywords.weight(terms, scope_keys) if keyword else 0.0
-        return SearchPlan(
+        plan = SearchPlan(
             context, k, kinds, statuses, touch and opts.touch, opts, scope_keys, now, accept, parsed, keyword,
             weight, filtered, depth,
         )  # fmt: skip
+        linked = None
+        if query and self._links is not None and w.graph > 0 and self.has_facts(context):
+            linked = self._links(context, query, opts.as_of)
+        return self._execute(plan, vector, linked)
 
-    def execute(
-        self, plan: SearchPlan, vector: np.ndarray, linked: Mapping[str, float] | None = None
-    ) -> list[RecallHit]:
-        """The search itself, once the query vector is known."""
+    def _execute(self, plan: SearchPlan, vector: np.ndarray, linked: Mapping[str, float] | None) -> list[RecallHit]:
+        """The search itself, once planned."""
         vec = np.asarray(vector, dtype=np.float32)
         if vec.ndim == 2 and vec.shape[0] == 1:
             vec = vec[0]

@@ -1,7 +1,7 @@
 """Reads on the shard: one memory, hybrid recall, pinned memories, listing, counts.
 
 Visibility is enforced here, on what the caller may see, and again on what leaves
-(see :meth:`Reads.search`). Reads change nothing but access statistics (recall
+(recall: see :meth:`memorybus.retrieval.reader.RecallReader.search`). Reads change nothing but access statistics (recall
 counts an access of what it returns)."""
 
 from __future__ import annotations
@@ -9,13 +9,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-import numpy as np
-
 from memorybus.errors import InvalidRequest, MemoryNotFound
 from memorybus.graph import entities as graph_entities
 from memorybus.model import MemoryKind, MemoryNode, MemoryStatus, evolve
-from memorybus.retrieval import DEFAULT_STATUSES, RecallHit
-from memorybus.retrieval.options import RecallOptions
+from memorybus.retrieval import DEFAULT_STATUSES
 from memorybus.retrieval.reader import RecallReader
 from memorybus.scopes import Context, Scope
 from memorybus.shard.job import Job
@@ -31,7 +28,8 @@ class Reads(Job):
         super().__init__(core)
         #: the read path of recall, over what the core hands it (not the core itself)
         self.recall = RecallReader(core.nodes, core.index, core.index.structure, ranking=core.ranking,
-                                   dim=core.dim, clock=core.clock, touch=core.touch)
+                                   dim=core.dim, clock=core.clock, touch=core.touch, check=core.check_context,
+                                   links=self._graph_links)
 
     def get(self, context: Context, memory_id: str, *, with_embedding: bool = False) -> MemoryNode:
         context = self.core.check_context(context)
@@ -45,37 +43,6 @@ class Reads(Job):
                 raise MemoryNotFound(memory_id)
             return stored
         return evolve(node)
-
-    def search(
-        self,
-        context: Context,
-        vector: np.ndarray,
-        k: int = 10,
-        *,
-        kinds: Sequence[MemoryKind] | None = None,
-        statuses: Sequence[MemoryStatus] | None = None,
-        touch: bool = True,
-        as_of: float | None = None,
-        query: str | None = None,
-        options: RecallOptions | None = None,
-    ) -> list[RecallHit]:
-        """Top ``k`` memories visible to ``context`` for the query ``vector`` (and its
-        ``query`` text: hybrid, structure-aware recall, see
-        :mod:`memorybus.retrieval.ranking`), followed by the expansions ``options`` asks for.
-
-        Visibility is enforced here twice: the indexes are filtered to the
-        context's visible scope keys, and every candidate is checked again.
-        ``as_of``: the state at that time — memories valid then (``valid_from <= t <
-        valid_to``), including facts deprecated since, excluding later ones.
-        """
-        context = self.core.check_context(context)
-        plan = self.recall.plan(
-            context, k, kinds=kinds, statuses=statuses, touch=touch, as_of=as_of, query=query, options=options
-        )
-        # memories the temporal graph links to the query's entities: one more fused signal
-        use_graph = self.core.ranking.graph > 0 and self.recall.has_facts(plan.context)
-        linked = self._graph_links(plan.context, query, plan.options.as_of) if query and use_graph else {}
-        return self.recall.execute(plan, vector, linked)
 
     def _graph_links(self, context: Context, query: str, as_of: float | None) -> dict[str, float]:
         """Memories linked to the query's entities by graph edges valid at the query time."""

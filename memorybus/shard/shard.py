@@ -88,7 +88,7 @@ class Shard:
         self._recall = reads.recall
         # reads and recall
         self.get = reads.get
-        self.search = reads.search
+        self.search = reads.recall.search
         self.pinned = reads.pinned
         self.list_memories = reads.list_memories
         self.count = reads.count
