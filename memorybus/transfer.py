@@ -37,6 +37,13 @@ from memorybus.scopes import Scope
 FORMAT = "memorybus-export"
 VERSION = 1
 
+#: a keyed fact's head: ``(scope key, fact key, current memory id, fact sequence)``
+Slot = tuple[str, str, str, int]
+#: an event of a scope's log, encoded: ``(scope key, sequence, envelope)``
+LoggedEvent = tuple[str, int, bytes]
+#: per scope key, ``(sequence, digest)`` of each event: the history an import must match
+EventDigests = dict[str, list[tuple[int, str]]]
+
 
 def record_digest(node: MemoryNode) -> str:
     """What identifies a stored record across stores: everything a writer set and its
@@ -115,7 +122,7 @@ class ExportData:
     header: dict[str, Any]
     nodes: list[MemoryNode] = field(default_factory=list)
     events: dict[str, list[tuple[int, bytes]]] = field(default_factory=dict)
-    slots: list[tuple[str, str, str, int]] = field(default_factory=list)
+    slots: list[Slot] = field(default_factory=list)
 
     @property
     def counts(self) -> dict[str, int]:

@@ -23,6 +23,7 @@ from memorybus.retrieval.options import RecallOptions
 from memorybus.scopes import Context, Scope
 from memorybus.shard import FactResult, Shard
 from memorybus.shard.build import open_shard
+from memorybus.transfer import EventDigests, LoggedEvent, Slot
 
 T = TypeVar("T")
 
@@ -300,25 +301,21 @@ class ShardActor:
     @ray.method(concurrency_group="reads")
     def export_events(
         self, outer: Scope | None, scope_key: str | None, after: int, limit: int
-    ) -> tuple[list[tuple[str, int, bytes]], tuple[str, int] | None]:
+    ) -> tuple[list[LoggedEvent], tuple[str, int] | None]:
         return self._read(lambda shard: shard.export_events(outer, scope_key, after, limit))
 
     @ray.method(concurrency_group="reads")
-    def export_slots(self, outer: Scope | None) -> list[tuple[str, str, str, int]]:
+    def export_slots(self, outer: Scope | None) -> list[Slot]:
         return self._read(lambda shard: shard.export_slots(outer))
 
     @ray.method(concurrency_group="reads")
     def import_conflicts(
-        self,
-        digests: list[tuple[str, str]],
-        owned: list[str],
-        events: dict[str, list[tuple[int, str]]],
-        slots: list[tuple[str, str, str, int]],
+        self, digests: list[tuple[str, str]], owned: list[str], events: EventDigests, slots: list[Slot]
     ) -> list[str]:
         return self._read(lambda shard: shard.import_conflicts(digests, owned, events, slots))
 
     def import_records(
-        self, nodes: list[MemoryNode], events: list[tuple[str, int, bytes]], slots: list[tuple[str, str, str, int]]
+        self, nodes: list[MemoryNode], events: list[LoggedEvent], slots: list[Slot]
     ) -> dict[str, int]:
         return self._write(lambda shard: shard.import_records(nodes, events, slots))
 

@@ -32,7 +32,7 @@ from memorybus.errors import InvalidRequest, MemoryNotFound
 from memorybus.events import Event
 from memorybus.model import RELATION_FIELDS, MemoryNode
 from memorybus.scopes import Scope, shard_name
-from memorybus.transfer import ExportWriter, event_digest, read_export, record_digest
+from memorybus.transfer import EventDigests, ExportWriter, LoggedEvent, Slot, event_digest, read_export, record_digest
 
 if TYPE_CHECKING:
     from memorybus.client import MemoryBus
@@ -102,17 +102,17 @@ def import_(bus: MemoryBus, path: str | os.PathLike[str]) -> Op[dict[str, int]]:
     nodes: list[list[MemoryNode]] = [[] for _ in range(count)]
     for node in data.nodes:
         nodes[bus._router.shard_for(node.scope.key)].append(node)
-    events: list[list[tuple[str, int, bytes]]] = [[] for _ in range(count)]
+    events: list[list[LoggedEvent]] = [[] for _ in range(count)]
     for scope_key, log in data.events.items():
         events[bus._router.shard_for(scope_key)] += [(scope_key, seq, blob) for seq, blob in log]
-    slots: list[list[tuple[str, str, str, int]]] = [[] for _ in range(count)]
+    slots: list[list[Slot]] = [[] for _ in range(count)]
     for slot in data.slots:
         slots[bus._router.shard_for(slot[0])].append(slot)
     digests = [(n.id, record_digest(n)) for n in data.nodes]
     checks = []
     for i, shard in enumerate(handles):
         owned = [n.id for n in nodes[i]]
-        logs: dict[str, list[tuple[int, str]]] = {}
+        logs: EventDigests = {}
         for scope_key, seq, blob in events[i]:
             logs.setdefault(scope_key, []).append((seq, event_digest(blob)))
         checks.append(shard.import_conflicts.remote(digests, owned, logs, slots[i]))
@@ -125,7 +125,7 @@ def import_(bus: MemoryBus, path: str | os.PathLike[str]) -> Op[dict[str, int]]:
         )
     written: Counter[str] = Counter()
     for i, shard in enumerate(handles):
-        parts: list[tuple[list[MemoryNode], list[tuple[str, int, bytes]], list[tuple[str, str, str, int]]]]
+        parts: list[tuple[list[MemoryNode], list[LoggedEvent], list[Slot]]]
         parts = [(nodes[i][j : j + _PAGE], [], []) for j in range(0, len(nodes[i]), _PAGE)]
         parts += [([], events[i][j : j + _EVENTS_PAGE], []) for j in range(0, len(events[i]), _EVENTS_PAGE)]
         parts.append(([], [], slots[i]))

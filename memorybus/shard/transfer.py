@@ -16,7 +16,7 @@ from memorybus.model import MemoryNode, evolve
 from memorybus.scopes import Scope
 from memorybus.shard.job import Job
 from memorybus.storage.base import SlotWrite, WriteBatch
-from memorybus.transfer import event_digest, event_key, record_digest, within
+from memorybus.transfer import EventDigests, LoggedEvent, Slot, event_digest, event_key, record_digest, within
 
 
 class Transfer(Job):
@@ -33,12 +33,12 @@ class Transfer(Job):
 
     def export_events(
         self, outer: Scope | None, scope_key: str | None, after: int, limit: int
-    ) -> tuple[list[tuple[str, int, bytes]], tuple[str, int] | None]:
+    ) -> tuple[list[LoggedEvent], tuple[str, int] | None]:
         """Up to ``limit`` events of the scopes within ``outer``: scope by scope (sorted
         keys), in sequence order, starting after ``(scope_key, after)``; and the position
         to continue from (None at the end)."""
         scopes = [k for k in self.core.store.event_scopes() if within(Scope.from_key(k), outer)]
-        out: list[tuple[str, int, bytes]] = []
+        out: list[LoggedEvent] = []
         for key in scopes:
             if scope_key is not None and key < scope_key:
                 continue
@@ -53,16 +53,12 @@ class Transfer(Job):
                 return out, (key, start)
         return out, None
 
-    def export_slots(self, outer: Scope | None) -> list[tuple[str, str, str, int]]:
+    def export_slots(self, outer: Scope | None) -> list[Slot]:
         return [s for s in self.core.store.all_slots() if within(Scope.from_key(s[0]), outer)]
 
     # ------------------------------------------------------------------ import
     def import_conflicts(
-        self,
-        digests: Sequence[tuple[str, str]],
-        owned: Sequence[str],
-        events: dict[str, list[tuple[int, str]]],
-        slots: Sequence[tuple[str, str, str, int]],
+        self, digests: Sequence[tuple[str, str]], owned: Sequence[str], events: EventDigests, slots: Sequence[Slot]
     ) -> list[str]:
         """What an import would conflict with here, changing nothing.
 
@@ -100,8 +96,8 @@ class Transfer(Job):
     def import_records(
         self,
         nodes: Sequence[MemoryNode],
-        events: Sequence[tuple[str, int, bytes]],
-        slots: Sequence[tuple[str, str, str, int]],
+        events: Sequence[LoggedEvent],
+        slots: Sequence[Slot],
     ) -> dict[str, int]:
         """Store exported records as they were: ids, versions, access statistics,
         embeddings, event sequence numbers and fact heads. One atomic commit; what is
