@@ -37,6 +37,9 @@ T = TypeVar("T")
 class Ingest:
     """One shard actor's writes that embed: its embedder pool and its callers' order."""
 
+    #: seconds a call waits for the caller's previous call to reach this actor at all
+    ARRIVAL = 10.0
+
     def __init__(self, config: Config) -> None:
         self.config = config
         self.pool = EmbedderPool(config)
@@ -80,11 +83,17 @@ class Ingest:
     def _wait_for(self, shard: Shard, context: Context | None, after: str | None, step: str) -> None:
         """Wait until the caller's call ``after`` reached ``step`` here. One this actor
         has not seen arrive and whose write the store has recorded ran before the actor
-        (re)started: it is over."""
+        (re)started: it is over. One that has not arrived within :attr:`ARRIVAL` seconds
+        either is not coming (it failed before this actor restarted, and a failed write
+        leaves no record) or comes late: this call goes on rather than wait out the
+        write timeout."""
         if after is None or self.order.wait(after, step, 0):
             return
-        if context is not None and not self.order.wait(after, "arrived", 0):
-            with shard.gate.read():
-                if shard.core.recorded(OpCall(op_key("put_many", context, after), after))[0]:
-                    return
+        if not self.order.wait(after, "arrived", 0):
+            if context is not None:
+                with shard.gate.read():
+                    if shard.core.recorded(OpCall(op_key("put_many", context, after), after))[0]:
+                        return
+            if not self.order.wait(after, "arrived", min(self.ARRIVAL, self.config.write_timeout or self.ARRIVAL)):
+                return
         self.order.wait(after, step, self.config.write_timeout)

@@ -276,3 +276,35 @@ def test_a_callers_pipelined_calls_keep_the_order_it_sent_them_in():
     for op in ("a", "b", "c"):
         small.reach(op, "done")
     assert not small.wait("a", "done", 0) and small.wait("c", "done", 0)
+
+
+def test_a_call_whose_predecessor_never_reaches_the_restarted_actor_goes_on(shard, tmp_path):
+    """After a shard actor restarts, the call a caller sent before this one may never
+    arrive (it failed before the restart and left no record): this call waits a short
+    while for it, not the whole write timeout. A predecessor that has arrived is still
+    waited for until it is over."""
+    import threading
+    import time
+
+    from memorybus import Config
+    from memorybus.actors.ingest import Ingest
+
+    ingest = Ingest(Config.embedded(tmp_path / "cfg", num_shards=1, write_timeout=120.0))
+    ingest.ARRIVAL = 0.3
+    t0 = time.monotonic()
+    assert ingest.run(shard, lambda s: [], lambda v: "written", order=(U1, "op-2", "op-1")) == "written"
+    assert time.monotonic() - t0 < 5.0  # not the 120 s write timeout
+
+    steps: list[str] = []
+    ingest.order.reach("op-3", "arrived")  # the predecessor is here, its write not over
+    ingest.order.reach("op-3", "decided")
+    runner = threading.Thread(
+        target=lambda: steps.append(ingest.run(shard, lambda s: [], lambda v: "op-4", order=(U1, "op-4", "op-3")))
+    )
+    runner.start()
+    time.sleep(1.0)  # longer than ARRIVAL: an arrived predecessor is waited for
+    assert steps == []
+    steps.append("op-3")
+    ingest.order.reach("op-3", "done")
+    runner.join(30)
+    assert steps == ["op-3", "op-4"]
