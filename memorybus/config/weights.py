@@ -1,6 +1,6 @@
 """RankingWeights: how recall weighs each signal, grouped by signal, each default with its provenance.
 
-Part of the configuration (``Config.ranking``; :mod:`memorybus.config` re-exports it):
+Part of the configuration (``Config.ranking``; :mod:`memorybus.config` exports it):
 plain frozen data that checks itself when built. Nothing here is read at import time.
 """
 
