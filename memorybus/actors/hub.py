@@ -16,7 +16,7 @@ import ray
 from ray import cloudpickle
 from ray.exceptions import RayError
 
-from memorybus.actors.names import hub_actor_name
+from memorybus.actors.names import hub_actor_name, shard_actor_name
 from memorybus.actors.runtime import pick_one
 from memorybus.config import Config
 from memorybus.errors import ConfigError
@@ -24,7 +24,7 @@ from memorybus.events import Event, EventFilter
 from memorybus.pubsub.hub import Hub
 from memorybus.pubsub.ports import KeyValue
 from memorybus.pubsub.routing import partition_of
-from memorybus.scopes import Context, Level, Router, shard_name
+from memorybus.scopes import Context, Level, Router
 from memorybus.storage.kv import RedisKV, SqliteKV
 
 
@@ -75,7 +75,7 @@ class HubActor:
         if self._shards is None:
             ns = self.config.namespace
             self._shards = [
-                ray.get_actor(f"{ns}:{shard_name(i)}", namespace=ns) for i in range(self.config.num_shards)
+                ray.get_actor(shard_actor_name(self.config, i), namespace=ns) for i in range(self.config.num_shards)
             ]
         return self._shards
 
