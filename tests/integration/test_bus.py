@@ -1,6 +1,7 @@
 """The bus through the public API on a local Ray: keyed facts under 16 concurrent
 writers, subscriptions that survive a subscriber's restart, broadcast, as-of recall."""
 
+import os
 import time
 import uuid
 
@@ -130,6 +131,14 @@ class Listener:
         return os.getpid()
 
 
+def _process_alive(pid):
+    try:
+        os.kill(pid, 0)  # a local Ray here: the actor's process is on this machine
+    except ProcessLookupError:
+        return False
+    return True
+
+
 def _wait(fn, timeout=120.0):  # generous: an actor restart on a loaded 2-core machine is slow
     deadline = time.time() + timeout
     while time.time() < deadline:
@@ -157,6 +166,10 @@ def test_subscriber_restarted_gets_every_missed_event_once_in_order(bus):
     before = ray.get(listener.received.remote(), timeout=10)
     old_pid = ray.get(listener.pid.remote(), timeout=10)
     ray.kill(listener, no_restart=False)
+    # ray.kill returns before the process is gone: an event delivered to the dying process
+    # in between is acknowledged by it and lost with it (it was the subscriber's), so the
+    # writes below wait until the old process is really down
+    _wait(lambda: not _process_alive(old_pid))
     for i in range(20, 50):  # written while the subscriber is down or restarting
         bus.remember(f"org update number {i}", writer, scope="org")
     _wait(lambda: ray.get(listener.pid.remote(), timeout=10) != old_pid)
