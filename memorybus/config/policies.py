@@ -94,10 +94,12 @@ class BusPolicy:
             "bus.strategy",
             f"unknown strategy {self.strategy!r}",
         )
+        if isinstance(self.authorities, list):  # a list is what people write: kept as a tuple
+            object.__setattr__(self, "authorities", tuple(self.authorities))
         _require(
             isinstance(self.authorities, tuple) and all(isinstance(a, str) and a for a in self.authorities),
             "bus.authorities",
-            "must be a tuple of agent names or 'role:<name>'",
+            "must be a list or tuple of agent names or 'role:<name>' (not one string)",
         )
         _require(_within(self.fact_half_life_days, 1e-9, 1e6), "bus.fact_half_life_days", "must be > 0 days")
         for name in ("near_duplicate", "contradiction", "broadcast_discount"):

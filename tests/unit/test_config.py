@@ -104,7 +104,8 @@ def test_storage_identity_names_where_the_data_lives():
     ("policy", "kw", "field"),
     [
         ("BusPolicy", {"strategy": "loudest"}, "bus.strategy"),
-        ("BusPolicy", {"authorities": ["lead"]}, "bus.authorities"),
+        ("BusPolicy", {"authorities": "lead"}, "bus.authorities"),
+        ("BusPolicy", {"authorities": ["lead", ""]}, "bus.authorities"),
         ("BusPolicy", {"near_duplicate": 1.5}, "bus.near_duplicate"),
         ("BusPolicy", {"contradiction": float("nan")}, "bus.contradiction"),
         ("BusPolicy", {"fact_half_life_days": 0}, "bus.fact_half_life_days"),
@@ -145,3 +146,4 @@ def test_config_refuses_a_policy_of_the_wrong_kind():
     with pytest.raises(ConfigError, match="bus"):
         Config(bus={"strategy": "recency"})
     assert Config(decay=DecayPolicy(min_age_days=0)).decay.min_age_days == 0
+    assert BusPolicy(authorities=["lead", "role:ops"]).authorities == ("lead", "role:ops")
