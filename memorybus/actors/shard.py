@@ -17,9 +17,8 @@ from memorybus.config import Config, ConsolidationPolicy, DecayPolicy
 from memorybus.errors import StoreUnavailable
 from memorybus.events import Event, EventFilter
 from memorybus.maintenance import Cluster
-from memorybus.model import MemoryKind, MemoryNode, MemoryStatus
-from memorybus.retrieval import RecallHit
-from memorybus.retrieval.options import RecallOptions
+from memorybus.model import MemoryNode
+from memorybus.retrieval.wire import pack_hits, query_vector, unpack_request
 from memorybus.scopes import Context, Scope
 from memorybus.shard import FactResult, Shard
 from memorybus.shard.build import open_shard
@@ -267,26 +266,23 @@ class ShardActor:
         return self._read(lambda shard: shard.get(context, memory_id, with_embedding=with_embedding))
 
     @ray.method(concurrency_group="reads")
-    def recall(
-        self,
-        request: tuple[
-            Context, int, Sequence[MemoryKind] | None, Sequence[MemoryStatus] | None, str | None, RecallOptions | None
-        ],
-        vector: Any,
-    ) -> list[RecallHit]:
-        """Hybrid recall (see :meth:`memorybus.shard.Shard.search`).
+    def recall(self, request: bytes, vector: Any = None) -> bytes:
+        """Hybrid recall (see :meth:`memorybus.shard.Shard.search`): ``request`` is a
+        packed :class:`~memorybus.retrieval.wire.RecallRequest`, the answer the packed
+        hits (see :mod:`memorybus.retrieval.wire`).
 
-        ``request`` is ``(context, k, kinds, statuses, query, options)`` in one argument:
-        Ray pays a fixed cost per argument, about 0.1 ms here. The client passes the
-        embedder's ObjectRef as ``vector`` (one row): Ray calls this method once the
-        query is embedded, with the vector inlined. (Planning first and fetching the
-        vector after measured 0.4-0.7 ms slower on this 2-core machine: the fetch
-        back from the caller cost more than the overlap saved.)
+        The query vector is in the request when the caller embedded the query; else
+        the client passes the embedder's ObjectRef as ``vector`` (one row), and Ray
+        calls this method once the query is embedded, with the vector inlined.
+        (Planning first and fetching the vector after measured 0.4-0.7 ms slower on
+        this 2-core machine: the fetch back from the caller cost more than the
+        overlap saved.)
         """
-        context, k, kinds, statuses, query, options = request
-        return self._read(lambda shard: shard.search(
-            context, np.asarray(vector), k, kinds=kinds, statuses=statuses, query=query, options=options
-        ))
+        req = unpack_request(request)
+        vec = query_vector(req, vector)
+        return pack_hits(self._read(lambda shard: shard.search(
+            req.context, vec, req.k, kinds=req.kinds, statuses=req.statuses, query=req.query, options=req.options
+        )))
 
     @ray.method(concurrency_group="reads")
     def list_memories(self, context: Context | None, filters: dict[str, Any]) -> list[MemoryNode]:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -26,6 +26,7 @@ from memorybus.model import MemoryKind, MemoryStatus
 from memorybus.prompt import ContextBlock, ContextBuilder
 from memorybus.retrieval import DEFAULT_STATUSES, RecallHit, merge_hits
 from memorybus.retrieval.options import RecallOptions
+from memorybus.retrieval.wire import RecallRequest, pack_request, unpack_hits, vector_bytes
 from memorybus.scopes import Context
 from memorybus.validation import check_text
 
@@ -96,14 +97,18 @@ def recall(
     handles = bus._shard_handles()
     owners = bus._owners(context)
     encoder = bus._local_encoder() if bus._encodes_queries_here(runtime.blocking()) else None
-    # embedded here, in the caller's process (no embedder round trip); or the vector's
-    # ref: Ray starts the shards' searches once the embedder has it, with the vector
-    # inlined in the call (no fetch back from this process)
-    vector: Any = encoder.encode([query])[0] if encoder is not None else bus._embedder().encode.remote([query])
-    request = (context, k, kind_list or None, status_list, query, opts)
-    refs = [handles[i].recall.remote(request, vector) for i in owners]
+    # embedded here, in the caller's process (no embedder round trip), the vector in the
+    # packed request; or the vector's ref beside it: Ray starts the shards' searches once
+    # the embedder has it, with the vector inlined in the call (no fetch back from here)
+    request = RecallRequest(context, k, kind_list or None, status_list, query, opts)
+    if encoder is not None:
+        blob = pack_request(replace(request, vector=vector_bytes(encoder.encode([query])[0])))
+        refs = [handles[i].recall.remote(blob) for i in owners]
+    else:
+        blob, vector = pack_request(request), bus._embedder().encode.remote([query])
+        refs = [handles[i].recall.remote(blob, vector) for i in owners]
     groups = yield refs
-    return merge_hits(groups, k)
+    return merge_hits([unpack_hits(g) for g in groups], k)
 
 
 def context_for(

@@ -10,6 +10,7 @@ import ray
 
 import memorybus as mb
 from memorybus import Config, Context, Scope, actors
+from memorybus.retrieval.wire import RecallRequest, pack_request, unpack_hits, vector_bytes
 from memorybus.scopes import Router
 
 pytestmark = [pytest.mark.ray, pytest.mark.model, pytest.mark.timeout(300)]
@@ -159,8 +160,19 @@ def test_shard_enforces_visibility_even_if_the_client_is_bypassed(bus):
     intruder = Context(o, "u2")
     vec = bus.embed(["u1 private diary entry"])
     shard = actors.handle(bus.config, "shard", Router(bus.config.num_shards).shard_for(n.scope.key))
-    hits = ray.get(shard.recall.remote((intruder, 50, None, None, "u1 private diary entry", None), vec[0]))
+    request = RecallRequest(intruder, 50, None, None, "u1 private diary entry", None)
+    hits = unpack_hits(ray.get(shard.recall.remote(pack_request(request), vec[0])))
+    assert hits == [] or all(h.node.scope.visible_to(intruder) for h in hits)
+    # the vector inside the request, as the client sends it when it embedded the query
+    request = RecallRequest(intruder, 50, None, None, "u1 private diary entry", None, vector_bytes(vec[0]))
+    hits += unpack_hits(ray.get(shard.recall.remote(pack_request(request))))
     assert n.id not in {h.node.id for h in hits}
+    # the same call for the owner finds it: the intruder's answer is the shard's check
+    request = RecallRequest(owner, 50, None, None, "u1 private diary entry", None, vector_bytes(vec[0]))
+    assert n.id in {h.node.id for h in unpack_hits(ray.get(shard.recall.remote(pack_request(request))))}
+    with pytest.raises(ray.exceptions.RayTaskError) as bad:
+        ray.get(shard.recall.remote(b"not a request"))
+    assert isinstance(bad.value.cause, mb.InvalidRequest)
     with pytest.raises(ray.exceptions.RayTaskError) as exc:
         ray.get(shard.get.remote(intruder, n.id))
     assert isinstance(exc.value.cause, mb.ScopeViolation)
