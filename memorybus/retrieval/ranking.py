@@ -96,7 +96,7 @@ def gather(
 ) -> Signals:
     """The candidates and their raw evidence (exact cosine, BM25)."""
     cos = {i: s for i, s in dense if i in nodes and accept(nodes[i])}
-    bm = {i: s for i, s in keyword if i in nodes and accept(nodes[i])} if w.hybrid else {}
+    bm = {i: s for i, s in keyword if i in cos or (i in nodes and accept(nodes[i]))} if w.hybrid else {}
     ids = list(dict.fromkeys([*cos, *bm]))
     if w.hybrid and timed:
         ids += [i for i in dict.fromkeys(timed) if i not in cos and i not in bm and i in nodes and accept(nodes[i])]

@@ -20,7 +20,7 @@ import numpy as np
 from memorybus.clock import Clock
 from memorybus.config import RankingWeights
 from memorybus.errors import InvalidRequest
-from memorybus.model import MemoryKind, MemoryNode, MemoryStatus
+from memorybus.model import MemoryKind, MemoryNode, MemoryStatus, evolve
 from memorybus.retrieval.expand import expand
 from memorybus.retrieval.hits import DEFAULT_STATUSES, RecallHit
 from memorybus.retrieval.options import RecallOptions
@@ -184,7 +184,7 @@ class RecallReader:
         for hit in ranked[:k]:
             if not hit.node.scope.visible_to(plan.context):  # the second check, on what leaves the shard
                 continue
-            hit.node = replace(hit.node)
+            hit.node = evolve(hit.node)
             top.append(hit)
         out = list(top)
         if plan.options.neighbors or plan.options.relations:
@@ -222,6 +222,6 @@ class RecallReader:
                 continue
             if node.status not in DEFAULT_STATUSES:
                 continue
-            out.append(replace(node))
+            out.append(evolve(node))
         out.sort(key=lambda n: (-n.importance, -n.confidence, n.created_at, n.id))
         return out
