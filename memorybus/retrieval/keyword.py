@@ -60,6 +60,7 @@ class KeywordIndex:
         self._scope: list[str] = []
         self._terms: list[Counter[str] | None] = []
         self._len = array("f")
+        self._distinct = array("f")  # distinct terms of each document slot
         self._alive = bytearray()
 
     def __len__(self) -> int:
@@ -80,6 +81,7 @@ class KeywordIndex:
         self._scope.append(scope_key)
         self._terms.append(counts)
         self._len.append(float(len(terms)))
+        self._distinct.append(float(len(counts)))
         self._alive.append(1)
         self._slot_of[doc_id] = slot
         part = self._parts.get(scope_key)
@@ -142,6 +144,7 @@ class KeywordIndex:
         self._scope = [self._scope[i] for i in idx]
         self._terms = [self._terms[i] for i in idx]
         self._len = array("f", np.frombuffer(self._len, dtype=np.float32)[keep].tobytes())
+        self._distinct = array("f", np.frombuffer(self._distinct, dtype=np.float32)[keep].tobytes())
         self._alive = bytearray(len(idx)) if not idx else bytearray(b"\x01" * len(idx))
         self._slot_of = {doc_id: i for i, doc_id in enumerate(self._ids)}
 
@@ -159,6 +162,15 @@ class KeywordIndex:
         part.dead = 0
 
     # ------------------------------------------------------------------- reads
+    def distinct_terms(self, doc_ids: Sequence[str]) -> np.ndarray:
+        """How many distinct terms each of ``doc_ids`` holds (0 for one not indexed)."""
+        slots = np.fromiter((self._slot_of.get(i, -1) for i in doc_ids), dtype=np.int64, count=len(doc_ids))
+        out = np.zeros(len(slots))
+        known = slots >= 0
+        if known.any():
+            out[known] = np.frombuffer(self._distinct, dtype=np.float32)[slots[known]]
+        return out
+
     def weight(self, terms: Iterable[str], scope_keys: Sequence[str]) -> float:
         """The query's full keyword weight over the live documents of ``scope_keys``: the
         sum of its distinct terms' idf (a term no document holds counts with the idf of

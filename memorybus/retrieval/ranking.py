@@ -12,8 +12,9 @@ index or the exact vector cache) and the keyword candidates (BM25), :func:`rank`
    the query names its speaker or source, how close its event time is to a
    time the query names, how strongly the graph links it;
 4. **reranks**: relevant memories (relevance at or over ``min_relevance``) are
-   ordered by relevance, structure, salience, recency, importance and
-   confidence, on the score scale ``[min_relevance, 1]``; the others keep
+   ordered by relevance, structure, salience, recency, importance, confidence
+   and a document-length prior (how many distinct keyword terms the memory
+   holds), on the score scale ``[min_relevance, 1]``; the others keep
    their relevance (below ``min_relevance``) as their score, so nothing lifts an
    irrelevant memory above a relevant one;
 5. **selects** the best ``limit`` whose relevance passes the recall's floor.
@@ -76,6 +77,9 @@ def rank(
     score_relevance(sig, structure, w, query_weight)
     if w.hybrid:
         score_structure(sig, nodes, structure, query, w, vector, linked)
+        if w.length:  # the document-length prior: a memory that says more
+            n = structure.keywords.distinct_terms(sig.ids)
+            sig.length = n / (n + w.length_pivot)
     rerank(sig, nodes, now, w)
     floor = w.min_relevance if min_relevance is None else min_relevance
     return select(sig, nodes, floor, limit)
@@ -218,9 +222,10 @@ def rerank(sig: Signals, nodes: Mapping[str, MemoryNode], now: float, w: Ranking
     recency = np.exp(-math.log(2) * age_days / max(1e-9, w.recency_half_life_days))
     structure_weights = (w.thread, w.speaker, w.time, w.graph) if w.hybrid else (0.0, 0.0, 0.0, 0.0)
     lift = sum(k * s for k, s in zip(structure_weights, (sig.thread, sig.speaker, sig.time, sig.graph), strict=True))
+    length = w.length if w.hybrid else 0.0
     base = (sig.relevance + lift) * (1.0 - w.salience + w.salience * sal)
-    base = base + w.recency * recency + w.importance * (imp - 1.0) / 9.0 + w.confidence * conf
-    top = 1.0 + sum(structure_weights) + w.recency + w.importance + w.confidence
+    base = base + w.recency * recency + w.importance * (imp - 1.0) / 9.0 + w.confidence * conf + length * sig.length
+    top = 1.0 + sum(structure_weights) + w.recency + w.importance + w.confidence + length
     floor = w.min_relevance
     sig.score = np.where(sig.relevance >= floor, floor + (1.0 - floor) * np.clip(base / top, 0.0, 1.0),
                          np.minimum(sig.relevance, np.nextafter(floor, 0.0)))  # fmt: skip

@@ -76,6 +76,9 @@ class Signals:
     time: np.ndarray = field(default_factory=_zeros)
     #: link strength from the query's entities in the shard's knowledge graph
     graph: np.ndarray = field(default_factory=_zeros)
+    #: how much the memory says: its distinct keyword terms ``n`` as ``n / (n + pivot)`` (a
+    #: prior of the rerank, like recency: not reported)
+    length: np.ndarray = field(default_factory=_zeros)
     #: the final score, 0..1
     score: np.ndarray = field(default_factory=_zeros)
 
@@ -84,7 +87,7 @@ class Signals:
         n = len(ids)
         z = np.zeros(n)
         return cls(ids, cosine, bm25, z.copy(), z.copy(), z.copy(), z.copy(), z.copy(), z.copy(), z.copy(),
-                   z.copy(), z.copy(), z.copy())  # fmt: skip
+                   z.copy(), z.copy(), z.copy(), z.copy())  # fmt: skip
 
     def __len__(self) -> int:
         return len(self.ids)

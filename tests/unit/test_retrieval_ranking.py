@@ -27,6 +27,7 @@ SCOPE = Scope("acme", "u1")
 PLAIN = RankingWeights(
     salience=0.0, recency=0.0, importance=0.0, confidence=0.0, speaker=0.0, neighbor=0.0, thread=0.0, time=0.0,
     neighbor_candidates=0, thread_centroid=0.0, graph=0.0, min_relevance=0.0, dense_zero=0.0, dense_full=1.0,
+    length=0.0,
 )  # fmt: skip
 
 
