@@ -164,7 +164,8 @@ class KeywordIndex:
     # ------------------------------------------------------------------- reads
     def distinct_terms(self, doc_ids: Sequence[str]) -> np.ndarray:
         """How many distinct terms each of ``doc_ids`` holds (0 for one not indexed)."""
-        slots = np.fromiter((self._slot_of.get(i, -1) for i in doc_ids), dtype=np.int64, count=len(doc_ids))
+        get = self._slot_of.get
+        slots = np.array([get(i, -1) for i in doc_ids], dtype=np.int64)
         out = np.zeros(len(slots))
         known = slots >= 0
         if known.any():
@@ -225,4 +226,5 @@ class KeywordIndex:
             top = np.argpartition(-summed, limit - 1)[:limit]
             uniq, summed = uniq[top], summed[top]
         order = np.lexsort((uniq, -summed))
-        return [(self._ids[int(uniq[i])], float(summed[i])) for i in order]
+        ids = self._ids
+        return [(ids[slot], score) for slot, score in zip(uniq[order].tolist(), summed[order].tolist(), strict=True)]

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping, Sequence
+from operator import attrgetter
 
 import numpy as np
 
@@ -206,17 +207,15 @@ def _thread_relevance(sig: Signals, structure: RecallIndex, w: RankingWeights, v
 
 
 # ------------------------------------------------------------------- 4. rerank
+#: what the rerank reads of each candidate, in one pass
+_RERANK_FIELDS = attrgetter("confidence", "access_count", "last_accessed", "decay_rate", "importance", "created_at")
+
+
 def rerank(sig: Signals, nodes: Mapping[str, MemoryNode], now: float, w: RankingWeights) -> None:
     """The score: relevant memories on ``[min_relevance, 1]`` by relevance, structure and
     salience; the others at their relevance (below ``min_relevance``)."""
-    n = len(sig)
-    members = [nodes[i] for i in sig.ids]
-    conf = np.fromiter((m.confidence for m in members), dtype=np.float64, count=n)
-    access = np.fromiter((m.access_count for m in members), dtype=np.float64, count=n)
-    last = np.fromiter((m.last_accessed for m in members), dtype=np.float64, count=n)
-    decay = np.fromiter((m.decay_rate for m in members), dtype=np.float64, count=n)
-    imp = np.fromiter((m.importance for m in members), dtype=np.float64, count=n)
-    created = np.fromiter((m.created_at for m in members), dtype=np.float64, count=n)
+    fields = np.array([_RERANK_FIELDS(nodes[i]) for i in sig.ids], dtype=np.float64).reshape(len(sig), 6)
+    conf, access, last, decay, imp, created = fields.T
     sal = np.minimum(1.0, salience_array(conf, access, last, decay, imp, now))
     age_days = np.maximum(0.0, now - created) / SECONDS_PER_DAY
     recency = np.exp(-math.log(2) * age_days / max(1e-9, w.recency_half_life_days))
@@ -234,12 +233,12 @@ def rerank(sig: Signals, nodes: Mapping[str, MemoryNode], now: float, w: Ranking
 # ------------------------------------------------------------------- 5. select
 def select(sig: Signals, nodes: Mapping[str, MemoryNode], floor: float, limit: int | None) -> list[RecallHit]:
     """The hits whose relevance reaches ``floor``, best score first (ties by id)."""
-    keep = [x for x in range(len(sig)) if sig.relevance[x] >= floor]
-    keep.sort(key=lambda x: (-sig.score[x], sig.ids[x]))
+    score, ids = sig.score.tolist(), sig.ids
+    keep = np.flatnonzero(sig.relevance >= floor).tolist()
+    keep.sort(key=lambda x: (-score[x], ids[x]))
     if limit is not None:
         keep = keep[:limit]
     return [
-        RecallHit(nodes[sig.ids[x]], float(sig.score[x]), float(sig.relevance[x]), "match", None, sig.report(x))
-        for x in keep
+        RecallHit(nodes[ids[x]], score[x], float(sig.relevance[x]), "match", None, sig.report(x)) for x in keep
     ]
 

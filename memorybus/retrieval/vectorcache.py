@@ -124,13 +124,23 @@ class VectorCache:
 
     def scores(self, vector: np.ndarray, ids: Sequence[str]) -> dict[str, float]:
         """Cosine (dot product of unit vectors) of ``vector`` with each known id."""
-        where = self._where
-        known = [(i, where[i]) for i in ids if i in where]
-        if not known:
-            return {}
-        rows = np.stack([block.mat[row] for _, (block, row) in known])
-        sims = rows @ np.asarray(vector, dtype=np.float32)
-        return {i: float(v) for (i, _), v in zip(known, sims.tolist(), strict=True)}
+        get = self._where.get
+        vec = np.asarray(vector, dtype=np.float32)
+        by_block: dict[int, tuple[_Block, list[str], list[int]]] = {}
+        for memory_id in ids:
+            where = get(memory_id)
+            if where is None:
+                continue
+            block, row = where
+            group = by_block.get(id(block))
+            if group is None:
+                group = by_block[id(block)] = (block, [], [])
+            group[1].append(memory_id)
+            group[2].append(row)
+        out: dict[str, float] = {}
+        for block, members, rows in by_block.values():  # one gather and product per block
+            out.update(zip(members, (block.mat[rows] @ vec).tolist(), strict=True))
+        return out
 
     def search(self, vector: np.ndarray, scope_keys: Sequence[str], limit: int) -> list[tuple[str, float]]:
         """Exact top ``limit`` ``(id, cosine)`` over the live vectors of ``scope_keys``."""

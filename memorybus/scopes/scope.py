@@ -83,9 +83,11 @@ class Scope:
 
     def visible_to(self, context: Context) -> bool:
         """The visibility rule: every non-empty field equals the context's field."""
-        return all(
-            not mine or mine == theirs
-            for mine, theirs in zip(self.as_tuple(), context.scope.as_tuple(), strict=True)
+        return (
+            (not self.org or self.org == context.org)
+            and (not self.user or self.user == context.user)
+            and (not self.agent or self.agent == context.agent)
+            and (not self.session or self.session == context.session)
         )
 
     def widen(self, to: Level | str) -> Scope:
