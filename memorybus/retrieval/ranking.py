@@ -57,13 +57,16 @@ def rank(
     linked: Mapping[str, float] | None = None,
     timed: Sequence[str] = (),
     min_relevance: float | None = None,
+    keyword_scores: Callable[[Sequence[str]], np.ndarray] | None = None,
 ) -> list[RecallHit]:
     """The candidates as hits, best first (ties by id): the best ``limit`` (all when None)
     whose relevance is at least ``min_relevance`` (default ``weights.min_relevance``).
 
     ``query_weight``: the query's full keyword weight (``KeywordIndex.weight``);
     ``linked``: memories the knowledge graph links to the query, with their link
-    strength; ``timed``: memories inside a time the query names.
+    strength; ``timed``: memories inside a time the query names; ``keyword_scores``: the
+    BM25 of any memory for the query (``KeywordMatches.bm25``), so that a candidate the
+    keyword list did not reach still gets its exact keyword evidence.
     With the query ``vector``, every candidate gets its exact cosine from the
     shard's vector cache. The hits hold the shard's node objects: copy before
     handing them out.
@@ -71,7 +74,7 @@ def rank(
     w = weights
     if linked:  # the graph lifts facts; conversation turns are left to the thread structure
         linked = {i: g for i, g in linked.items() if i in nodes and nodes[i].kind is not MemoryKind.EPISODIC}
-    sig = gather(dense, keyword, nodes, structure, w, accept, vector, linked, query_weight, timed)
+    sig = gather(dense, keyword, nodes, structure, w, accept, vector, linked, query_weight, timed, keyword_scores)
     if not len(sig):
         return []
     score_relevance(sig, structure, w, query_weight)
@@ -97,8 +100,9 @@ def gather(
     linked: Mapping[str, float] | None,
     query_weight: float = 0.0,
     timed: Sequence[str] = (),
+    keyword_scores: Callable[[Sequence[str]], np.ndarray] | None = None,
 ) -> Signals:
-    """The candidates and their raw evidence (exact cosine, BM25)."""
+    """The candidates and their raw evidence (exact cosine, exact BM25)."""
     cos = {i: s for i, s in dense if i in nodes and accept(nodes[i])}
     bm = {i: s for i, s in keyword if i in cos or (i in nodes and accept(nodes[i]))} if w.hybrid else {}
     ids = list(dict.fromkeys([*cos, *bm]))
@@ -106,6 +110,8 @@ def gather(
         ids += [i for i in dict.fromkeys(timed) if i not in cos and i not in bm and i in nodes and accept(nodes[i])]
     if not ids or not w.hybrid:
         return Signals.of(ids, np.array([cos[i] for i in ids], dtype=np.float64), np.zeros(len(ids)))
+    if keyword_scores is not None:  # candidates past the keyword list: their BM25 from the same search
+        bm.update(_exact_bm25(ids, bm, keyword_scores))
     extra: list[str] = []
     # thread neighbours of the best candidates (replies, follow-ups) are candidates too
     if w.neighbor_candidates > 0 and (w.neighbor or w.thread):
@@ -133,12 +139,22 @@ def gather(
                 seen.add(j)
                 extra.append(j)
     ids += extra
+    if keyword_scores is not None and extra:
+        bm.update(_exact_bm25(extra, bm, keyword_scores))
     if vector is not None:
         missing = [i for i in ids if i not in cos]
         if missing:
             cos.update(structure.vectors.scores(vector, missing))
     cosine = np.array([cos.get(i, 0.0) for i in ids], dtype=np.float64)
     return Signals.of(ids, cosine, np.array([bm.get(i, 0.0) for i in ids], dtype=np.float64))
+
+
+def _exact_bm25(ids: Sequence[str], known: Mapping[str, float],
+                scores: Callable[[Sequence[str]], np.ndarray]) -> dict[str, float]:  # fmt: skip
+    missing = [i for i in ids if i not in known]
+    if not missing:
+        return {}
+    return {i: s for i, s in zip(missing, scores(missing).tolist(), strict=True) if s > 0}
 
 
 # ---------------------------------------------------------------- 2. relevance
