@@ -10,7 +10,8 @@ index or the exact vector cache) and the keyword candidates (BM25), :func:`rank`
    context (a reply inherits part of the relevance of the turn it answers);
 3. adds **structure**: how well the memory's thread answers the query, whether
    the query names its speaker or source, how close its event time is to a
-   time the query names, how strongly the graph links it;
+   time the query names, how strongly the graph links it, whether it states the
+   form of answer the query asks for (a time for *when*, a number for *how many*);
 4. **reranks**: relevant memories (relevance at or over ``min_relevance``) are
    ordered by relevance, structure, salience, recency, importance, confidence
    and a document-length prior (how many distinct keyword terms the memory
@@ -186,7 +187,7 @@ def score_structure(
     vector: np.ndarray | None,
     linked: Mapping[str, float] | None,
 ) -> None:
-    """``thread``, ``speaker``, ``time`` and ``graph`` (all 0..1)."""
+    """``thread``, ``speaker``, ``time``, ``graph`` and ``answer`` (all 0..1)."""
     ids = sig.ids
     if w.thread:
         _thread_relevance(sig, structure, w, vector)
@@ -199,6 +200,9 @@ def score_structure(
             sig.time = close
     if linked and w.graph:
         sig.graph = np.array([float(linked.get(i, 0.0)) for i in ids])
+    if query is not None and query.forms and w.answer:
+        asked = query.forms
+        sig.answer = np.array([1.0 if f & asked else 0.0 for f in structure.forms(ids)])
 
 
 def _thread_relevance(sig: Signals, structure: RecallIndex, w: RankingWeights, vector: np.ndarray | None) -> None:
@@ -236,8 +240,9 @@ def rerank(sig: Signals, nodes: Mapping[str, MemoryNode], now: float, w: Ranking
     sal = np.minimum(1.0, salience_array(conf, access, last, decay, imp, now))
     age_days = np.maximum(0.0, now - created) / SECONDS_PER_DAY
     recency = np.exp(-math.log(2) * age_days / max(1e-9, w.recency_half_life_days))
-    structure_weights = (w.thread, w.speaker, w.time, w.graph) if w.hybrid else (0.0, 0.0, 0.0, 0.0)
-    lift = sum(k * s for k, s in zip(structure_weights, (sig.thread, sig.speaker, sig.time, sig.graph), strict=True))
+    structure_weights = (w.thread, w.speaker, w.time, w.graph, w.answer) if w.hybrid else (0.0,) * 5
+    lifts = (sig.thread, sig.speaker, sig.time, sig.graph, sig.answer)
+    lift = sum(k * s for k, s in zip(structure_weights, lifts, strict=True))
     length = w.length if w.hybrid else 0.0
     base = (sig.relevance + lift) * (1.0 - w.salience + w.salience * sal)
     base = base + w.recency * recency + w.importance * (imp - 1.0) / 9.0 + w.confidence * conf + length * sig.length
