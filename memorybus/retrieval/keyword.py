@@ -184,6 +184,18 @@ class KeywordIndex:
             total += math.log(1.0 + (n_docs - df + 0.5) / (df + 0.5))
         return total
 
+    def doc_share(self, terms: Sequence[str], scope_keys: Sequence[str]) -> np.ndarray:
+        """For each of ``terms``, the share of the live documents of ``scope_keys`` that
+        hold it (0 when there are none)."""
+        parts = [self._parts[s] for s in dict.fromkeys(scope_keys) if s in self._parts]
+        n_docs = sum(p.docs for p in parts)
+        if n_docs <= 0 or not terms:
+            return np.zeros(len(terms))
+        if len(parts) == 1:
+            df = parts[0].df
+            return np.fromiter((df.get(t, 0) for t in terms), dtype=np.float64, count=len(terms)) / n_docs
+        return np.array([sum(p.df.get(t, 0) for p in parts) for t in terms], dtype=np.float64) / n_docs
+
     def search(self, terms: Iterable[str], scope_keys: Sequence[str], limit: int) -> list[tuple[str, float]]:
         """Top ``limit`` ``(id, bm25)`` among live documents of ``scope_keys`` (score > 0)."""
         return self.match(terms, scope_keys, limit).top

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
+from functools import partial
 
 import numpy as np
 
@@ -180,7 +181,8 @@ class RecallReader:
         ranked = rank(
             dense, plan.keyword, self.nodes, self.structure, plan.query, w, plan.now, accept, vec,
             query_weight=plan.query_weight, limit=k, linked=linked, timed=self._timed(plan),
-            keyword_scores=plan.keyword_scores,
+            keyword_scores=plan.keyword_scores, term_share=partial(self.structure.keywords.doc_share,
+                                                                   scope_keys=scope_keys),
             min_relevance=plan.options.min_relevance,
         )  # fmt: skip
         top = []

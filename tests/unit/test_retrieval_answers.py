@@ -1,17 +1,20 @@
 """Answer forms (``RankingWeights.answer``): a question that asks *when* prefers, among
 relevant memories, one that states a time; *how many* one that states a number. The
-forms are read from the text alone; a question that asks for no form changes nothing."""
+forms are read from the text alone; a question that asks for no form changes nothing. A
+*which X* question prefers a memory that names a specific thing (``RankingWeights.named``)."""
 
 from dataclasses import replace
 from datetime import UTC, datetime
+from functools import partial
 
 import pytest
 
 from memorybus import MemoryNode, RankingWeights, Scope
-from memorybus.retrieval.answers import NUMBER, TIME, asked_forms, held_forms
+from memorybus.retrieval.answers import NAMED, NUMBER, TIME, asked_forms, held_forms, name_terms
 from memorybus.retrieval.query import Query
 from memorybus.retrieval.ranking import rank
 from memorybus.retrieval.structure import RecallIndex
+from memorybus.retrieval.text import tokens
 
 NOW = datetime(2024, 1, 1, tzinfo=UTC).timestamp()
 SCOPE = Scope("acme", "u1")
@@ -51,7 +54,8 @@ def test_held_forms_read_times_and_numbers_from_the_text(text, forms):
         ("How many cats does she own?", NUMBER),
         ("How much did the laptop cost?", NUMBER),
         ("How often does the job run?", TIME | NUMBER),
-        ("What editor theme does the user prefer?", 0),
+        ("What editor theme does the user prefer?", NAMED),
+        ("What is the editor theme?", 0),
         ("Why did the build fail?", 0),
         ("", 0),
     ],
@@ -121,3 +125,62 @@ def test_forms_follow_writes():
     structure.add(replace(n, content="She got them last week."))
     structure.remove(n.id)
     assert structure.forms([n.id]) == [0]
+
+
+# ---------------------------------------------------------------- named things
+ONLY_NAMED = replace(ONLY_ANSWER, answer=0.0, named=0.1, named_share=0.2)
+
+
+def test_name_terms_are_the_capitalised_words_inside_sentences():
+    assert name_terms("We flew to Lisbon with Dana. Great trip!") == tuple(tokens("Lisbon Dana"))
+    assert name_terms("Deploys go through ArgoCD now.") == tuple(tokens("ArgoCD"))
+    assert name_terms("the build is green") == () and name_terms("") == ()
+    assert held_forms('She is reading "The Left Hand of Darkness".') & NAMED
+
+
+@pytest.mark.parametrize(
+    ("question", "named"),
+    [("Which database does the team use?", True), ("What game did she play?", True),
+     ("What kind of music does he like?", True), ("What did she play?", False), ("What is the plan?", False),
+     ("Who wrote it?", False), ("When did it ship?", False)],
+)  # fmt: skip
+def test_which_and_what_thing_questions_ask_for_a_named_thing(question, named):
+    assert bool(asked_forms(question) & NAMED) is named
+
+
+def named_setup():
+    # "Sam" is in every memory (a greeting, a name everyone uses); "Postgres" in one
+    texts = ["Sam, we moved the data to Postgres last week.", "Sam, we moved the data to the new database.",
+             *[f"Thanks Sam, note {i} is filed." for i in range(8)]]  # fmt: skip
+    nodes = [memory(str(i), t) for i, t in enumerate(texts)]
+    return nodes, nodes[0], nodes[1]
+
+
+def ranked_named(question, dense, nodes, w):
+    structure = RecallIndex()
+    for n in nodes:
+        structure.add(n)
+    query = Query.parse(question, NOW)
+    share = partial(structure.keywords.doc_share, scope_keys=[SCOPE.key])
+    hits = rank(dense, [], {n.id: n for n in nodes}, structure, query, w, NOW, lambda n: True, term_share=share)
+    return [h.node.id for h in hits], {h.node.id: h for h in hits}
+
+
+def test_a_which_question_prefers_the_memory_that_names_a_rare_thing():
+    nodes, named, vague = named_setup()
+    dense = [(vague.id, 0.62), (named.id, 0.6)]
+    ids, hits = ranked_named("Which database did we move the data to?", dense, nodes, ONLY_NAMED)
+    assert ids == [named.id, vague.id]
+    assert hits[named.id].signals["named"] == 1.0 and "named" not in hits[vague.id].signals  # "Sam" is common
+    assert ranked_named("Which database did we move the data to?", dense, nodes,
+                        replace(ONLY_NAMED, named=0.0))[0] == [vague.id, named.id]  # fmt: skip
+    assert ranked_named("Where did we move the data?", dense, nodes, ONLY_NAMED)[0] == [vague.id, named.id]
+    # a name every memory holds names nothing specific: with a share above 1 it would count
+    assert ranked_named("Which database did we move the data to?", [(vague.id, 0.62), (nodes[2].id, 0.6)], nodes,
+                        ONLY_NAMED)[0] == [vague.id, nodes[2].id]  # fmt: skip
+
+
+def test_a_named_thing_never_lifts_a_memory_below_the_floor():
+    nodes, named, vague = named_setup()
+    w = replace(ONLY_NAMED, min_relevance=0.3, named=5.0)
+    assert ranked_named("Which database?", [(vague.id, 0.31), (named.id, 0.29)], nodes, w)[0] == [vague.id]
