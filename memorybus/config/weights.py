@@ -100,7 +100,8 @@ class RankingWeights:
                       "0.739, 0.734; at "
                       "0.08 every conversation gains or stays within 0.001 in both modes. Chosen leave-one-"
                       "conversation-out: held-out structured 0.807 -> 0.812, plain 0.739 -> 0.737. LongMemEval dev48 "
-                      "0.951 / 0.927 at 0, 0.08, 0.12, 0.16")
+                      "0.951 / 0.927 at 0, 0.08, 0.12, 0.16. 'where' asks for a named thing too (a place): plain "
+                      "0.740 -> 0.742 (conv-41 0.790 -> 0.796), structured unchanged; 'who' moved nothing")
     named_share: float = _w(0.01, "the named grid above: 0.005 / 0.01 / 0.02 give structured R@10 0.811 / 0.814 / "
                             "0.813 at named=0.08 (plain 0.743 / 0.740 / 0.741); a capitalised word in at most 1 in "
                             "100 visible memories names something specific")

@@ -2,9 +2,9 @@
 
 A question that asks *when* (or *how long*, *what year*) is answered by a memory that
 states a time; one that asks *how many* (or *how much*, *how old*) by a memory that
-states a number; one that asks *which X* or *what X* by a memory that names a specific
-thing (a quoted title, or a proper name: a capitalised word inside a sentence that few
-memories hold). This is the answer-type check of classic question answering, read from
+states a number; one that asks *which X*, *what X* or *where* by a memory that names a
+specific thing (a quoted title, or a proper name: a capitalised word inside a sentence
+that few memories hold). This is the answer-type check of classic question answering, read from
 the text alone (English, rule based, no model): :func:`asked_forms` reads the question,
 :func:`held_forms` and :func:`name_terms` a memory (once, when it is indexed), and the
 ranking prefers, among relevant memories, those holding a form the question asks for.
@@ -67,7 +67,7 @@ _ASKS_TIME = re.compile(r"\bwhen\b|\bhow\s+long\b|\bhow\s+often\b|\bwhat\s+(?:ti
 _ASKS_NUMBER = re.compile(r"\bhow\s+(?:many|much|old|often|far)\b", re.IGNORECASE)
 _ASKS_NAMED = re.compile(
     r"^\s*(?:which|what)\s+(?!(?:did|does|do|is|are|was|were|has|have|had|would|could|might|can|will|should"
-    r"|time|year|month|week|day|date)\b)\w",
+    r"|time|year|month|week|day|date)\b)\w|\bwhere\b",
     re.IGNORECASE,
 )
 
@@ -93,8 +93,8 @@ def asked_forms(question: str) -> int:
     """The answer forms a question asks for: :data:`TIME` for *when*, *how long*, *how
     often*, *what year*...; :data:`NUMBER` for *how many*, *how much*, *how old*...;
     :data:`NAMED` for *which X* and *what X* (a thing: not *what did*, *what is*, *what
-    year*); 0 for a question that names no form (*who*, *why*, *what did*) or a text that
-    asks nothing."""
+    year*) and for *where* (a place); 0 for a question that names no form (*who*, *why*,
+    *what did*) or a text that asks nothing."""
     if not question:
         return 0
     forms = (TIME if _ASKS_TIME.search(question) else 0) | (NUMBER if _ASKS_NUMBER.search(question) else 0)
