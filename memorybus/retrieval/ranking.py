@@ -117,8 +117,13 @@ def gather(
         ids += [i for i in dict.fromkeys(timed) if i not in cos and i not in bm and i in nodes and accept(nodes[i])]
     if not ids or not w.hybrid:
         return Signals.of(ids, np.array([cos[i] for i in ids], dtype=np.float64), np.zeros(len(ids)))
-    if keyword_scores is not None:  # candidates past the keyword list: their BM25 from the same search
-        bm.update(_exact_bm25(ids, bm, keyword_scores))
+    # every candidate's BM25 from the same keyword search (also one past the keyword list)
+    def bm25_of(some: list[str]) -> np.ndarray:
+        if keyword_scores is not None:
+            return keyword_scores(some)
+        return np.array([bm.get(i, 0.0) for i in some], dtype=np.float64)
+
+    first_bm25 = bm25_of(ids)
     extra: list[str] = []
     # thread neighbours of the best candidates (replies, follow-ups) are candidates too
     if w.neighbor_candidates > 0 and (w.neighbor or w.thread):
@@ -127,8 +132,7 @@ def gather(
             if missing:
                 cos.update(structure.vectors.scores(vector, missing))
         first = np.array([cos.get(i, 0.0) for i in ids], dtype=np.float64)
-        content = fuse(dense_relevance(first, w), keyword_relevance(
-            np.array([bm.get(i, 0.0) for i in ids], dtype=np.float64), query_weight), w)  # fmt: skip
+        content = fuse(dense_relevance(first, w), keyword_relevance(first_bm25, query_weight), w)
         order = np.lexsort((np.arange(len(ids)), -content))[: w.neighbor_candidates]
         best = [ids[x] for x in order.tolist()]
         seen = set(ids)
@@ -145,23 +149,14 @@ def gather(
             if j not in seen and node is not None and accept(node):
                 seen.add(j)
                 extra.append(j)
+    bm25 = np.concatenate([first_bm25, bm25_of(extra)]) if extra else first_bm25
     ids += extra
-    if keyword_scores is not None and extra:
-        bm.update(_exact_bm25(extra, bm, keyword_scores))
     if vector is not None:
         missing = [i for i in ids if i not in cos]
         if missing:
             cos.update(structure.vectors.scores(vector, missing))
     cosine = np.array([cos.get(i, 0.0) for i in ids], dtype=np.float64)
-    return Signals.of(ids, cosine, np.array([bm.get(i, 0.0) for i in ids], dtype=np.float64))
-
-
-def _exact_bm25(ids: Sequence[str], known: Mapping[str, float],
-                scores: Callable[[Sequence[str]], np.ndarray]) -> dict[str, float]:  # fmt: skip
-    missing = [i for i in ids if i not in known]
-    if not missing:
-        return {}
-    return {i: s for i, s in zip(missing, scores(missing).tolist(), strict=True) if s > 0}
+    return Signals.of(ids, cosine, bm25)
 
 
 # ---------------------------------------------------------------- 2. relevance
