@@ -151,8 +151,10 @@ def locomo_run(args: argparse.Namespace, encoder: CachedEncoder, rankings: list[
         for ranking in rankings:
             h = Harness(encoder, ranking)
             rows: list[tuple[int, float, float]] = []
+            per_conv: dict[str, float] = {}
             try:
                 for c in convs:
+                    start = len(rows)
                     ctx = Context(org="locomo", user=c.sample_id)
                     stored = h.store([locomo.memory_item(c, t, mode) for t in c.turns], ctx)
                     dia_of: dict[str, list[str]] = defaultdict(list)
@@ -162,10 +164,12 @@ def locomo_run(args: argparse.Namespace, encoder: CachedEncoder, rankings: list[
                         hits = h.ask(ctx, q.text, 10, c.last_time)
                         ranked = dedupe(d for hit in hits for d in dia_of[hit.node.id])
                         rows.append((q.category, recall_at(ranked, q.gold, 5), recall_at(ranked, q.gold, 10)))
+                    mine = [r[2] for r in rows[start:] if r[0] in locomo.OVERALL]
+                    per_conv[c.sample_id] = float(np.mean(mine)) if mine else float("nan")
             finally:
                 h.close()
                 encoder.save()
-            results.append({"mode": mode, "ranking": ranking, "scores": _by_category(rows)})
+            results.append({"mode": mode, "ranking": ranking, "scores": _by_category(rows), "conversations": per_conv})
     encoder.save()
     for name in BASELINES:
         results.append({"mode": "baseline", "ranking": name, "scores": _by_category(base_rows[name])})
@@ -198,6 +202,16 @@ def locomo_table(results: list[dict[str, Any]], changed: Sequence[str]) -> str:
         s = r["scores"]
         lines.append(f"{label[:64]:<64}" + "".join(f"{s[c]['r10']:>11.3f}" for c in cats)
                      + f"   {s['overall']['r5']:.3f}")  # fmt: skip
+    return "\n".join(lines)
+
+
+def conversation_table(results: list[dict[str, Any]], changed: Sequence[str]) -> str:
+    """Overall R@10 of each conversation, for each ranking: does a change hold in every one?"""
+    convs = list(results[0]["conversations"]) if results else []
+    lines = [f"{'R@10 by conversation':<64}" + "".join(f"{c[:10]:>11}" for c in convs)]
+    for r in results:
+        label = f"{r['mode']} " + ",".join(f"{n}={getattr(r['ranking'], n)}" for n in changed)
+        lines.append(f"{label[:64]:<64}" + "".join(f"{r['conversations'][c]:>11.3f}" for c in convs))
     return "\n".join(lines)
 
 
@@ -294,6 +308,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--cache", default=os.path.join(tempfile.gettempdir(), "memorybus-tune-cache"))
     p.add_argument("--out", default=None, help="write the results as JSON")
     p.add_argument("--calibrate", action="store_true", help="LoCoMo: print the cosine scale of relevance and stop")
+    p.add_argument("--by-conversation", action="store_true", help="LoCoMo: also print R@10 per conversation")
     args = p.parse_args(argv)
     args.modes = [m for m in args.modes.split(",") if m]
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -321,6 +336,8 @@ def main(argv: list[str] | None = None) -> int:
         key = lambda r: -r["scores"]["overall"]["r10"]  # noqa: E731
         ours = sorted((r for r in results if r["mode"] != "baseline"), key=key)
         print(locomo_table(ours + [r for r in results if r["mode"] == "baseline"], changed))
+        if args.by_conversation:
+            print(conversation_table(ours, changed))
     else:
         results = lme_run(args, encoder, rankings)
         ours = sorted((r for r in results if r["mode"] != "baseline"), key=lambda r: -r["scores"]["overall"])

@@ -185,15 +185,34 @@ class KeywordIndex:
             total += math.log(1.0 + (n_docs - df + 0.5) / (df + 0.5))
         return total
 
+    def doc_share(self, terms: Sequence[str], scope_keys: Sequence[str]) -> np.ndarray:
+        """For each of ``terms``, the share of the live documents of ``scope_keys`` that
+        hold it (0 when there are none)."""
+        parts = [self._parts[s] for s in dict.fromkeys(scope_keys) if s in self._parts]
+        n_docs = sum(p.docs for p in parts)
+        if n_docs <= 0 or not terms:
+            return np.zeros(len(terms))
+        if len(parts) == 1:
+            df = parts[0].df
+            return np.fromiter((df.get(t, 0) for t in terms), dtype=np.float64, count=len(terms)) / n_docs
+        return np.array([sum(p.df.get(t, 0) for p in parts) for t in terms], dtype=np.float64) / n_docs
+
     def search(self, terms: Iterable[str], scope_keys: Sequence[str], limit: int) -> list[tuple[str, float]]:
         """Top ``limit`` ``(id, bm25)`` among live documents of ``scope_keys`` (score > 0)."""
+        return self.match(terms, scope_keys, limit).top
+
+    def match(self, terms: Iterable[str], scope_keys: Sequence[str], limit: int) -> KeywordMatches:
+        """The BM25 of every live document of ``scope_keys`` that holds a query term: the
+        best ``limit`` as :attr:`KeywordMatches.top`, and :meth:`KeywordMatches.bm25` for
+        any other document (the scores are computed for all of them anyway)."""
+        none = KeywordMatches([], np.zeros(0, dtype=np.int64), np.zeros(0), self._slot_of)
         parts = [self._parts[s] for s in dict.fromkeys(scope_keys) if s in self._parts]
         unique = list(dict.fromkeys(terms))
         if not parts or not unique or limit <= 0:
-            return []
+            return none
         n_docs = sum(p.docs for p in parts)
         if n_docs <= 0:
-            return []
+            return none
         avgdl = max(1e-9, sum(p.total_len for p in parts) / n_docs)
         lengths = np.frombuffer(self._len, dtype=np.float32)
         all_slots: list[np.ndarray] = []
@@ -213,18 +232,41 @@ class KeywordIndex:
                 all_slots.append(slots)
                 all_scores.append(idf * tfs * (self.k1 + 1.0) / (tfs + norm))
         if not all_slots:
-            return []
-        slots = np.concatenate(all_slots)
-        scores = np.concatenate(all_scores)
-        uniq, inverse = np.unique(slots, return_inverse=True)
-        summed = np.bincount(inverse, weights=scores)
+            return none
+        uniq, inverse = np.unique(np.concatenate(all_slots), return_inverse=True)
+        summed = np.bincount(inverse, weights=np.concatenate(all_scores))
         live = np.frombuffer(self._alive, dtype=np.bool_)[uniq]
-        uniq, summed = uniq[live], summed[live]
-        if not len(uniq):
-            return []
+        uniq, summed = uniq[live], summed[live]  # uniq stays sorted: KeywordMatches looks slots up in it
+        top_slots, top_scores = uniq, summed
         if len(uniq) > limit:
             top = np.argpartition(-summed, limit - 1)[:limit]
-            uniq, summed = uniq[top], summed[top]
-        order = np.lexsort((uniq, -summed))
+            top_slots, top_scores = uniq[top], summed[top]
+        order = np.lexsort((top_slots, -top_scores))
         ids = self._ids
-        return [(ids[slot], score) for slot, score in zip(uniq[order].tolist(), summed[order].tolist(), strict=True)]
+        best = [(ids[slot], score) for slot, score in zip(top_slots[order].tolist(), top_scores[order].tolist(),
+                                                          strict=True)]
+        return KeywordMatches(best, uniq, summed, self._slot_of)
+
+
+class KeywordMatches:
+    """One keyword search: ``top``, the best ``(id, bm25)`` best first, and the BM25 of every
+    other document that matched (:meth:`bm25`). Read it before the index next changes."""
+
+    __slots__ = ("_scores", "_slot_of", "_slots", "top")
+
+    def __init__(self, top: list[tuple[str, float]], slots: np.ndarray, scores: np.ndarray,
+                 slot_of: dict[str, int]) -> None:  # fmt: skip
+        self.top = top
+        self._slots, self._scores, self._slot_of = slots, scores, slot_of
+
+    def bm25(self, doc_ids: Sequence[str]) -> np.ndarray:
+        """The BM25 of each of ``doc_ids`` for the query (0 for one that holds no query term)."""
+        out = np.zeros(len(doc_ids))
+        if not len(self._slots) or not doc_ids:
+            return out
+        get = self._slot_of.get
+        want = np.array([get(i, -1) for i in doc_ids], dtype=np.int64)
+        at = np.minimum(np.searchsorted(self._slots, want), len(self._slots) - 1)
+        hit = self._slots[at] == want
+        out[hit] = self._scores[at[hit]]
+        return out

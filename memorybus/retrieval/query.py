@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from memorybus.retrieval.answers import asked_forms
 from memorybus.retrieval.text import tokens
 from memorybus.retrieval.timeparse import TimeWindow, query_times
 
@@ -16,12 +17,14 @@ class Query:
 
     ``term_set`` holds every token of the query (for the names it may mention);
     ``terms``, the keywords, leave out the words of the times it names unless
-    ``time_words`` (see :meth:`parse`)."""
+    ``time_words`` (see :meth:`parse`); ``forms``, the answer forms it asks for (a
+    time, a number: :func:`~memorybus.retrieval.answers.asked_forms`)."""
 
     text: str
     terms: tuple[str, ...]
     windows: tuple[TimeWindow, ...]
     term_set: frozenset[str]
+    forms: int = 0
 
     @classmethod
     def parse(cls, text: str, reference: float, *, time_words: bool = True) -> Query:
@@ -34,7 +37,7 @@ class Query:
         if windows and not time_words:
             timed = {t for w in windows for t in tokens(w.text)}
             terms = tuple(t for t in words if t not in timed) or words
-        return cls(text, terms, windows, frozenset(words))
+        return cls(text, terms, windows, frozenset(words), asked_forms(text))
 
     def names(self, speaker_terms: Iterable[str]) -> bool:
         """Whether the query names a speaker or source with these name tokens

@@ -10,7 +10,10 @@ index or the exact vector cache) and the keyword candidates (BM25), :func:`rank`
    context (a reply inherits part of the relevance of the turn it answers);
 3. adds **structure**: how well the memory's thread answers the query, whether
    the query names its speaker or source, how close its event time is to a
-   time the query names, how strongly the graph links it;
+   time the query names, how strongly the graph links it, whether it states the
+   form of answer the query asks for (a time for *when*, a number for *how many*),
+   whether it names a specific thing when the query asks *which X* (a quoted title,
+   or a capitalised word few memories hold);
 4. **reranks**: relevant memories (relevance at or over ``min_relevance``) are
    ordered by relevance, structure, salience, recency, importance, confidence
    and a document-length prior (how many distinct keyword terms the memory
@@ -34,6 +37,7 @@ import numpy as np
 
 from memorybus.config import RankingWeights
 from memorybus.model import MemoryKind, MemoryNode
+from memorybus.retrieval.answers import NAMED, NUMBER, QUOTED_TITLE, TIME
 from memorybus.retrieval.hits import RecallHit
 from memorybus.retrieval.query import Query
 from memorybus.retrieval.signals import Signals, dense_relevance, either, fuse, keyword_relevance
@@ -58,13 +62,19 @@ def rank(
     linked: Mapping[str, float] | None = None,
     timed: Sequence[str] = (),
     min_relevance: float | None = None,
+    keyword_scores: Callable[[Sequence[str]], np.ndarray] | None = None,
+    term_share: Callable[[Sequence[str]], np.ndarray] | None = None,
 ) -> list[RecallHit]:
     """The candidates as hits, best first (ties by id): the best ``limit`` (all when None)
     whose relevance is at least ``min_relevance`` (default ``weights.min_relevance``).
 
     ``query_weight``: the query's full keyword weight (``KeywordIndex.weight``);
     ``linked``: memories the knowledge graph links to the query, with their link
-    strength; ``timed``: memories inside a time the query names.
+    strength; ``timed``: memories inside a time the query names; ``keyword_scores``: the
+    BM25 of any memory for the query (``KeywordMatches.bm25``), so that a candidate the
+    keyword list did not reach still gets its exact keyword evidence; ``term_share``: the
+    share of the visible memories holding each of some terms (``KeywordIndex.doc_share``),
+    which tells a rare capitalised word (a name) from a common one.
     With the query ``vector``, every candidate gets its exact cosine from the
     shard's vector cache. The hits hold the shard's node objects: copy before
     handing them out.
@@ -72,12 +82,12 @@ def rank(
     w = weights
     if linked:  # the graph lifts facts; conversation turns are left to the thread structure
         linked = {i: g for i, g in linked.items() if i in nodes and nodes[i].kind is not MemoryKind.EPISODIC}
-    sig = gather(dense, keyword, nodes, structure, w, accept, vector, linked, query_weight, timed)
+    sig = gather(dense, keyword, nodes, structure, w, accept, vector, linked, query_weight, timed, keyword_scores)
     if not len(sig):
         return []
     score_relevance(sig, structure, w, query_weight)
     if w.hybrid:
-        score_structure(sig, nodes, structure, query, w, vector, linked)
+        score_structure(sig, nodes, structure, query, w, vector, linked, term_share)
         if w.length:  # the document-length prior: a memory that says more
             n = structure.keywords.distinct_terms(sig.ids)
             sig.length = n / (n + w.length_pivot)
@@ -98,8 +108,9 @@ def gather(
     linked: Mapping[str, float] | None,
     query_weight: float = 0.0,
     timed: Sequence[str] = (),
+    keyword_scores: Callable[[Sequence[str]], np.ndarray] | None = None,
 ) -> Signals:
-    """The candidates and their raw evidence (exact cosine, BM25)."""
+    """The candidates and their raw evidence (exact cosine, exact BM25)."""
     cos = {i: s for i, s in dense if i in nodes and accept(nodes[i])}
     bm = {i: s for i, s in keyword if i in cos or (i in nodes and accept(nodes[i]))} if w.hybrid else {}
     ids = list(dict.fromkeys([*cos, *bm]))
@@ -107,6 +118,13 @@ def gather(
         ids += [i for i in dict.fromkeys(timed) if i not in cos and i not in bm and i in nodes and accept(nodes[i])]
     if not ids or not w.hybrid:
         return Signals.of(ids, np.array([cos[i] for i in ids], dtype=np.float64), np.zeros(len(ids)))
+    # every candidate's BM25 from the same keyword search (also one past the keyword list)
+    def bm25_of(some: list[str]) -> np.ndarray:
+        if keyword_scores is not None:
+            return keyword_scores(some)
+        return np.array([bm.get(i, 0.0) for i in some], dtype=np.float64)
+
+    first_bm25 = bm25_of(ids)
     extra: list[str] = []
     # thread neighbours of the best candidates (replies, follow-ups) are candidates too
     if w.neighbor_candidates > 0 and (w.neighbor or w.thread):
@@ -115,8 +133,7 @@ def gather(
             if missing:
                 cos.update(structure.vectors.scores(vector, missing))
         first = np.array([cos.get(i, 0.0) for i in ids], dtype=np.float64)
-        content = fuse(dense_relevance(first, w), keyword_relevance(
-            np.array([bm.get(i, 0.0) for i in ids], dtype=np.float64), query_weight), w)  # fmt: skip
+        content = fuse(dense_relevance(first, w), keyword_relevance(first_bm25, query_weight), w)
         order = np.lexsort((np.arange(len(ids)), -content))[: w.neighbor_candidates]
         best = [ids[x] for x in order.tolist()]
         seen = set(ids)
@@ -133,13 +150,14 @@ def gather(
             if j not in seen and node is not None and accept(node):
                 seen.add(j)
                 extra.append(j)
+    bm25 = np.concatenate([first_bm25, bm25_of(extra)]) if extra else first_bm25
     ids += extra
     if vector is not None:
         missing = [i for i in ids if i not in cos]
         if missing:
             cos.update(structure.vectors.scores(vector, missing))
     cosine = np.array([cos.get(i, 0.0) for i in ids], dtype=np.float64)
-    return Signals.of(ids, cosine, np.array([bm.get(i, 0.0) for i in ids], dtype=np.float64))
+    return Signals.of(ids, cosine, bm25)
 
 
 # ---------------------------------------------------------------- 2. relevance
@@ -170,8 +188,9 @@ def score_structure(
     w: RankingWeights,
     vector: np.ndarray | None,
     linked: Mapping[str, float] | None,
+    term_share: Callable[[Sequence[str]], np.ndarray] | None = None,
 ) -> None:
-    """``thread``, ``speaker``, ``time`` and ``graph`` (all 0..1)."""
+    """``thread``, ``speaker``, ``time``, ``graph``, ``answer`` and ``named`` (all 0..1)."""
     ids = sig.ids
     if w.thread:
         _thread_relevance(sig, structure, w, vector)
@@ -184,6 +203,24 @@ def score_structure(
             sig.time = close
     if linked and w.graph:
         sig.graph = np.array([float(linked.get(i, 0.0)) for i in ids])
+    if query is not None and query.forms & (TIME | NUMBER) and w.answer:
+        asked = query.forms & (TIME | NUMBER)
+        sig.answer = np.array([1.0 if f & asked else 0.0 for f in structure.forms(ids)])
+    if query is not None and query.forms & NAMED and w.named:
+        sig.named = _names_a_thing(ids, structure, w.named_share, term_share)
+
+
+def _names_a_thing(ids: Sequence[str], structure: RecallIndex, share: float,
+                   term_share: Callable[[Sequence[str]], np.ndarray] | None) -> np.ndarray:  # fmt: skip
+    """1 for a memory holding a quoted title or a capitalised word that fewer than ``share``
+    of the visible memories hold (a name, not a greeting or a speaker everyone mentions)."""
+    proper = structure.proper_terms(ids)
+    named = {QUOTED_TITLE}
+    terms = [t for t in {t for p in proper for t in p} if t != QUOTED_TITLE]
+    if term_share is not None and terms:
+        named.update(t for t, x in zip(terms, term_share(terms).tolist(), strict=True) if x < share)
+    return np.fromiter((1.0 if p and not named.isdisjoint(p) else 0.0 for p in proper), dtype=np.float64,
+                       count=len(proper))  # fmt: skip
 
 
 def _thread_relevance(sig: Signals, structure: RecallIndex, w: RankingWeights, vector: np.ndarray | None) -> None:
@@ -219,8 +256,9 @@ def rerank(sig: Signals, nodes: Mapping[str, MemoryNode], now: float, w: Ranking
     sal = np.minimum(1.0, salience_array(conf, access, last, decay, imp, now))
     age_days = np.maximum(0.0, now - created) / SECONDS_PER_DAY
     recency = np.exp(-math.log(2) * age_days / max(1e-9, w.recency_half_life_days))
-    structure_weights = (w.thread, w.speaker, w.time, w.graph) if w.hybrid else (0.0, 0.0, 0.0, 0.0)
-    lift = sum(k * s for k, s in zip(structure_weights, (sig.thread, sig.speaker, sig.time, sig.graph), strict=True))
+    structure_weights = (w.thread, w.speaker, w.time, w.graph, w.answer, w.named) if w.hybrid else (0.0,) * 6
+    lifts = (sig.thread, sig.speaker, sig.time, sig.graph, sig.answer, sig.named)
+    lift = sum(k * s for k, s in zip(structure_weights, lifts, strict=True))
     length = w.length if w.hybrid else 0.0
     base = (sig.relevance + lift) * (1.0 - w.salience + w.salience * sal)
     base = base + w.recency * recency + w.importance * (imp - 1.0) / 9.0 + w.confidence * conf + length * sig.length

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
+from functools import partial
 
 import numpy as np
 
@@ -52,6 +53,7 @@ class SearchPlan:
     accept: Callable[[MemoryNode], bool]
     query: Query | None
     keyword: list[tuple[str, float]]
+    keyword_scores: Callable[[Sequence[str]], np.ndarray] | None
     query_weight: float
     filtered: bool
     depth: int
@@ -144,11 +146,12 @@ class RecallReader:
         depth = _FILTER_DEPTH if filtered else 1
         kw_limit = max(k, w.keyword_candidates) * depth
         keywords = self.structure.keywords
-        keyword = keywords.search(terms, scope_keys, kw_limit) if terms else []
+        matches = keywords.match(terms, scope_keys, kw_limit) if terms else None
+        keyword = matches.top if matches is not None else []
         weight = keywords.weight(terms, scope_keys) if keyword else 0.0
         plan = SearchPlan(
             context, k, kinds, statuses, touch and opts.touch, opts, scope_keys, now, accept, parsed, keyword,
-            weight, filtered, depth,
+            matches.bm25 if keyword and matches is not None else None, weight, filtered, depth,
         )  # fmt: skip
         linked = None
         if query and self._links is not None and w.graph > 0 and self.has_facts(context):
@@ -178,6 +181,8 @@ class RecallReader:
         ranked = rank(
             dense, plan.keyword, self.nodes, self.structure, plan.query, w, plan.now, accept, vec,
             query_weight=plan.query_weight, limit=k, linked=linked, timed=self._timed(plan),
+            keyword_scores=plan.keyword_scores, term_share=partial(self.structure.keywords.doc_share,
+                                                                   scope_keys=scope_keys),
             min_relevance=plan.options.min_relevance,
         )  # fmt: skip
         top = []

@@ -3,7 +3,7 @@
 :class:`Signals` is the record the ranking stages of
 :mod:`memorybus.retrieval.ranking` fill in, in order: raw evidence (cosine,
 BM25), relevance on the 0..1 scale (dense, keyword, content, context,
-relevance), structure (thread, speaker, time, graph), and finally the score.
+relevance), structure (thread, speaker, time, graph, answer, named), and finally the score.
 Every array is aligned with ``ids``. Pure numpy, no I/O.
 """
 
@@ -16,7 +16,8 @@ import numpy as np
 from memorybus.config import RankingWeights
 
 #: the signals a hit reports (``RecallHit.signals``), in order
-REPORTED = ("cosine", "bm25", "dense", "keyword", "content", "context", "thread", "speaker", "time", "graph")
+REPORTED = ("cosine", "bm25", "dense", "keyword", "content", "context", "thread", "speaker", "time", "graph",
+            "answer", "named")  # fmt: skip
 
 
 def either(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -76,6 +77,11 @@ class Signals:
     time: np.ndarray = field(default_factory=_zeros)
     #: link strength from the query's entities in the shard's knowledge graph
     graph: np.ndarray = field(default_factory=_zeros)
+    #: 1 when the memory states the form of answer the query asks for (a time, a number)
+    answer: np.ndarray = field(default_factory=_zeros)
+    #: 1 when the query asks *which X* and the memory names a specific thing (a quoted
+    #: title, a capitalised word few memories hold)
+    named: np.ndarray = field(default_factory=_zeros)
     #: how much the memory says: its distinct keyword terms ``n`` as ``n / (n + pivot)`` (a
     #: prior of the rerank, like recency: not reported)
     length: np.ndarray = field(default_factory=_zeros)
@@ -87,7 +93,7 @@ class Signals:
         n = len(ids)
         z = np.zeros(n)
         return cls(ids, cosine, bm25, z.copy(), z.copy(), z.copy(), z.copy(), z.copy(), z.copy(), z.copy(),
-                   z.copy(), z.copy(), z.copy(), z.copy())  # fmt: skip
+                   z.copy(), z.copy(), z.copy(), z.copy(), z.copy(), z.copy())  # fmt: skip
 
     def __len__(self) -> int:
         return len(self.ids)

@@ -12,6 +12,9 @@ write, and rebuilds it from the store on start). It holds
   thread-aware ranking, neighbour expansion and contextual embeddings. Only the
   declared field counts; a memory without a thread has no neighbours;
 - the name tokens of each memory's speaker and source, for queries that name them;
+- the answer forms each memory states (a time, a number, a quoted title) and the terms of
+  its capitalised words (candidate proper names; :mod:`~memorybus.retrieval.answers`), for
+  questions that ask for one;
 - pinned memories (tag ``pinned`` or ``core``): the core memory of
   :meth:`~memorybus.client.MemoryBus.context_for`.
 
@@ -27,6 +30,7 @@ from collections.abc import Callable, Iterable, Sequence
 import numpy as np
 
 from memorybus.model import MemoryKind, MemoryNode
+from memorybus.retrieval.answers import NAMED, QUOTED_TITLE, held_forms, name_terms
 from memorybus.retrieval.keyword import KeywordIndex
 from memorybus.retrieval.text import speaker_terms, split_time_prefix, tokens
 from memorybus.retrieval.timeline import Timeline
@@ -73,6 +77,8 @@ class RecallIndex:
         self._thread_of: dict[str, tuple[str, OrderKey]] = {}
         self.pinned: set[str] = set()
         self._names: dict[str, tuple[str, ...]] = {}  # memory -> name tokens of its speaker and source
+        self._forms: dict[str, int] = {}  # memory -> the answer forms it states (none: absent)
+        self._proper: dict[str, tuple[str, ...]] = {}  # memory -> terms of its capitalised words (+ a title)
         self._adjacent: dict[str, tuple[str | None, str | None]] = {}
         self._centroid: dict[str, np.ndarray] = {}  # thread -> sum of its members' vectors
         self._facts: Counter[str] = Counter()  # scope key -> memories that are not episodic
@@ -87,6 +93,8 @@ class RecallIndex:
         self._thread_of.clear()
         self.pinned.clear()
         self._names.clear()
+        self._forms.clear()
+        self._proper.clear()
         self._adjacent.clear()
         self._centroid.clear()
         self._facts.clear()
@@ -97,7 +105,14 @@ class RecallIndex:
         """Index a committed memory (a new one or a new version; a node without its
         embedding keeps the vector already cached for its id)."""
         self._remove(node.id, keep_vector=node.embedding is None)
-        self.keywords.add(node.id, node.scope.key, tokens(index_text(node)))
+        text = index_text(node)
+        self.keywords.add(node.id, node.scope.key, tokens(text))
+        forms = held_forms(text)
+        if forms:
+            self._forms[node.id] = forms
+        proper = (QUOTED_TITLE,) * bool(forms & NAMED) + name_terms(text)
+        if proper:
+            self._proper[node.id] = proper
         self.timeline.add(node.id, node.scope.key, node.valid_from)
         if node.embedding is not None:
             self.vectors.add(node.id, node.scope.key, node.embedding)
@@ -138,6 +153,8 @@ class RecallIndex:
             if self._facts[fact_scope] <= 0:
                 del self._facts[fact_scope]
         self._names.pop(memory_id, None)
+        self._forms.pop(memory_id, None)
+        self._proper.pop(memory_id, None)
         entry = self._thread_of.get(memory_id)
         if entry is not None and entry[0] in self._centroid:
             vec = self.vectors.vector(memory_id)
@@ -172,6 +189,17 @@ class RecallIndex:
     def names(self, memory_id: str) -> tuple[str, ...]:
         """The name tokens of the memory's speaker and source."""
         return self._names.get(memory_id, ())
+
+    def forms(self, memory_ids: Sequence[str]) -> list[int]:
+        """The answer forms each memory states (bit flags of :mod:`~memorybus.retrieval.answers`)."""
+        get = self._forms.get
+        return [get(i, 0) for i in memory_ids]
+
+    def proper_terms(self, memory_ids: Sequence[str]) -> list[tuple[str, ...]]:
+        """The keyword terms of each memory's capitalised words (candidate proper names),
+        led by :data:`~memorybus.retrieval.answers.QUOTED_TITLE` when it quotes a title."""
+        get = self._proper.get
+        return [get(i, ()) for i in memory_ids]
 
     def adjacent(self, memory_id: str) -> tuple[str, ...]:
         """The memories just before and just after ``memory_id`` in its thread."""

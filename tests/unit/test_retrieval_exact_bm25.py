@@ -1,0 +1,70 @@
+"""Every candidate gets its exact keyword evidence: a memory found by the dense search
+(or as a thread neighbour) but past the keyword list's limit is scored with the BM25 the
+same keyword search computed for it, not with 0."""
+
+from datetime import UTC, datetime
+
+import numpy as np
+import pytest
+
+from memorybus import MemoryNode, RankingWeights, Scope
+from memorybus.retrieval.keyword import KeywordIndex
+from memorybus.retrieval.ranking import rank
+from memorybus.retrieval.structure import RecallIndex
+from memorybus.retrieval.text import tokens
+
+NOW = datetime(2024, 1, 1, tzinfo=UTC).timestamp()
+SCOPE = Scope("acme", "u1")
+W = RankingWeights(
+    salience=0.0, recency=0.0, importance=0.0, confidence=0.0, speaker=0.0, neighbor=0.0, thread=0.0, time=0.0,
+    neighbor_candidates=0, thread_centroid=0.0, graph=0.0, min_relevance=0.0, dense_zero=0.0, dense_full=1.0,
+    length=0.0,
+)  # fmt: skip
+
+
+def test_match_scores_every_matching_document_and_its_top_is_search():
+    idx = KeywordIndex()
+    idx.add("a", "s", ["trout", "trout", "lake"])
+    idx.add("b", "s", ["lake"])
+    idx.add("c", "s", ["canoe"])
+    idx.add("d", "t", ["trout"])  # another scope: not searched
+    m = idx.match(["trout", "lake"], ["s"], 1)
+    assert m.top == idx.search(["trout", "lake"], ["s"], 1) and [i for i, _ in m.top] == ["a"]
+    full = dict(idx.search(["trout", "lake"], ["s"], 10))
+    got = m.bm25(["b", "a", "c", "d", "missing"])
+    assert got[0] == pytest.approx(full["b"]) and got[1] == pytest.approx(full["a"])
+    assert got[2:].tolist() == [0.0, 0.0, 0.0]  # no query term, other scope, unknown
+    assert idx.match([], ["s"], 5).bm25(["a"]).tolist() == [0.0]
+
+
+def test_a_dense_candidate_past_the_keyword_list_keeps_its_keyword_evidence():
+    texts = {"a": "We rented a canoe at the lake.", "b": "The lake was calm and we rented a canoe for the day.",
+             "c": "Lovely weather today."}  # fmt: skip
+    nodes = {}
+    structure = RecallIndex(b=0.0)
+    for name, text in texts.items():
+        n = MemoryNode(content=text, scope=SCOPE, id=f"00000000-0000-4000-8000-{name:0>12}", created_at=NOW,
+                       valid_from=NOW, last_accessed=NOW)  # fmt: skip
+        nodes[n.id] = n
+        structure.add(n)
+    a, b, c = (nodes[f"00000000-0000-4000-8000-{x:0>12}"] for x in "abc")
+    terms = tokens("canoe on the lake")
+    matches = structure.keywords.match(terms, [SCOPE.key], 1)  # the list holds one of the two matches
+    weight = structure.keywords.weight(terms, [SCOPE.key])
+    assert len(matches.top) == 1
+    listed = matches.top[0][0]
+    other = b.id if listed == a.id else a.id
+    dense = [(c.id, 0.5), (other, 0.45)]  # the dense search found the other match, and c
+
+    def ranked(scores):
+        hits = rank(dense, matches.top, nodes, structure, None, W, NOW, lambda n: True, query_weight=weight,
+                    keyword_scores=scores)  # fmt: skip
+        return [h.node.id for h in hits], {h.node.id: h for h in hits}
+
+    ids, hits = ranked(matches.bm25)
+    exact = float(matches.bm25([other])[0])
+    assert exact > 0 and hits[other].signals["bm25"] == pytest.approx(exact)
+    assert ids.index(other) < ids.index(c.id)  # its keyword match lifts it over c
+    ids0, hits0 = ranked(None)  # without the exact scores it had no keyword evidence
+    assert hits0[other].signals["bm25"] == 0.0 and ids0.index(c.id) < ids0.index(other)
+    assert np.isclose(hits[listed].signals["bm25"], matches.top[0][1])
