@@ -4,7 +4,8 @@ Pure: no I/O, no model. Given the dense candidates (cosine from the vector
 index or the exact vector cache) and the keyword candidates (BM25), :func:`rank`
 
 1. **gathers** the candidates: dense and keyword ones, the thread neighbours of
-   the best of them, and facts the shard's knowledge graph links to the query;
+   the best of them, the members of the best thread around its best candidate, and
+   facts the shard's knowledge graph links to the query;
 2. scores their **relevance** on a 0..1 scale: calibrated cosine and the share
    of the query's keyword weight matched (``content``), read in the thread's
    context (a reply inherits part of the relevance of the turn it answers);
@@ -139,6 +140,14 @@ def gather(
         seen = set(ids)
         for i in best:
             for j in structure.adjacent(i):
+                if j not in seen and j in nodes and accept(nodes[j]):
+                    seen.add(j)
+                    extra.append(j)
+        # the members of the best thread around its best candidate: the thread lift reaches
+        # them even when their own text matches too weakly to be a candidate
+        if w.thread_members > 0 and w.thread:
+            lead = next((i for i in best if structure.thread(i) is not None), None)
+            for j in structure.around(lead, w.thread_members) if lead is not None else ():
                 if j not in seen and j in nodes and accept(nodes[j]):
                     seen.add(j)
                     extra.append(j)

@@ -219,6 +219,24 @@ class RecallIndex:
         sims = (mat @ np.asarray(vector, dtype=np.float32)) / np.maximum(norms, 1e-9)
         return {x: float(v) for x, v in zip(known, sims, strict=True)}
 
+    def around(self, memory_id: str, limit: int) -> list[str]:
+        """Up to ``limit`` other members of ``memory_id``'s thread, nearest to it first
+        (alternating: previous, next, ...)."""
+        entry = self._thread_of.get(memory_id)
+        if entry is None or limit <= 0:
+            return []
+        members = self._threads[entry[0]]
+        i = bisect.bisect_left(members, entry[1])
+        lo, hi, out = i - 1, i + 1, []
+        while len(out) < limit and (lo >= 0 or hi < len(members)):
+            if lo >= 0:
+                out.append(members[lo][3])
+                lo -= 1
+            if hi < len(members) and len(out) < limit:
+                out.append(members[hi][3])
+                hi += 1
+        return out
+
     def thread(self, memory_id: str) -> str | None:
         entry = self._thread_of.get(memory_id)
         return entry[0] if entry else None
