@@ -227,7 +227,8 @@ class RecallIndex:
             return []
         members = self._threads[entry[0]]
         i = bisect.bisect_left(members, entry[1])
-        lo, hi, out = i - 1, i + 1, []
+        lo, hi = i - 1, i + 1
+        out: list[str] = []
         while len(out) < limit and (lo >= 0 or hi < len(members)):
             if lo >= 0:
                 out.append(members[lo][3])
