@@ -15,6 +15,7 @@ The forms are bit flags (:data:`TIME`, :data:`NUMBER`, :data:`NAMED`); 0 means n
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Sequence
 
 from memorybus.retrieval.text import tokens
 
@@ -81,12 +82,18 @@ def held_forms(text: str) -> int:
     return forms | (NAMED if _QUOTED.search(text) else 0)
 
 
-def name_terms(text: str) -> tuple[str, ...]:
+def name_terms(text: str, terms: Callable[[str], Sequence[str]] | None = None) -> tuple[str, ...]:
     """The keyword terms of the capitalised words inside ``text``'s sentences (not the
     first word of the text or of a sentence): candidate proper names. Whether one names
-    something specific depends on how many memories hold it, which the ranking checks."""
+    something specific depends on how many memories hold it, which the ranking checks.
+    ``terms``: the keyword terms of one word (default :func:`~memorybus.retrieval.text.tokens`;
+    an index passes a memo of it, names recur)."""
     words = _CAPITALISED.findall(text) if text else []
-    return tuple(dict.fromkeys(tokens(" ".join(words)))) if words else ()
+    if not words:
+        return ()
+    if terms is None:
+        return tuple(dict.fromkeys(tokens(" ".join(words))))
+    return tuple(dict.fromkeys(t for word in words for t in terms(word)))
 
 
 def asked_forms(question: str) -> int:

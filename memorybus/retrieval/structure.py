@@ -40,6 +40,9 @@ PINNED_TAGS = frozenset({"pinned", "core"})
 
 OrderKey = tuple[float, float, float, str]
 
+#: capitalised words whose keyword terms an index remembers
+_WORD_MEMO = 50_000
+
 
 def index_text(node: MemoryNode) -> str:
     """The text recall indexes and embeds: the content without a leading date stamp."""
@@ -79,6 +82,7 @@ class RecallIndex:
         self._names: dict[str, tuple[str, ...]] = {}  # memory -> name tokens of its speaker and source
         self._forms: dict[str, int] = {}  # memory -> the answer forms it states (none: absent)
         self._proper: dict[str, tuple[str, ...]] = {}  # memory -> terms of its capitalised words (+ a title)
+        self._terms_of_word: dict[str, tuple[str, ...]] = {}  # capitalised word -> its keyword terms (a memo)
         self._adjacent: dict[str, tuple[str | None, str | None]] = {}
         self._centroid: dict[str, np.ndarray] = {}  # thread -> sum of its members' vectors
         self._facts: Counter[str] = Counter()  # scope key -> memories that are not episodic
@@ -101,6 +105,16 @@ class RecallIndex:
         self._fact_scope.clear()
 
     # ------------------------------------------------------------------ writes
+    def _word_terms(self, word: str) -> tuple[str, ...]:
+        """The keyword terms of one capitalised word, remembered (names recur; the
+        tokenizer costs ~20 us a call), at most :data:`_WORD_MEMO` words."""
+        found = self._terms_of_word.get(word)
+        if found is None:
+            found = tuple(tokens(word))
+            if len(self._terms_of_word) < _WORD_MEMO:
+                self._terms_of_word[word] = found
+        return found
+
     def add(self, node: MemoryNode) -> None:
         """Index a committed memory (a new one or a new version; a node without its
         embedding keeps the vector already cached for its id)."""
@@ -110,7 +124,7 @@ class RecallIndex:
         forms = held_forms(text)
         if forms:
             self._forms[node.id] = forms
-        proper = (QUOTED_TITLE,) * bool(forms & NAMED) + name_terms(text)
+        proper = (QUOTED_TITLE,) * bool(forms & NAMED) + name_terms(text, self._word_terms)
         if proper:
             self._proper[node.id] = proper
         self.timeline.add(node.id, node.scope.key, node.valid_from)

@@ -184,3 +184,18 @@ def test_a_named_thing_never_lifts_a_memory_below_the_floor():
     nodes, named, vague = named_setup()
     w = replace(ONLY_NAMED, min_relevance=0.3, named=5.0)
     assert ranked_named("Which database?", [(vague.id, 0.31), (named.id, 0.29)], nodes, w)[0] == [vague.id]
+
+
+def test_an_index_reads_name_terms_through_its_memo_with_the_same_terms(monkeypatch):
+    from memorybus.retrieval import structure
+
+    index = structure.RecallIndex()
+    texts = ["We flew to Lisbon with Dana. Great trip!", "Dana said the Lisbon office moved to ArgoCD.",
+             "the build is green", 'She read "The Wheel of Time" with Dana']  # fmt: skip
+    for text in texts:
+        assert set(name_terms(text, index._word_terms)) == set(name_terms(text))
+    assert index._terms_of_word["Dana"] == tuple(tokens("Dana"))  # remembered once, reused
+    small = structure.RecallIndex()
+    monkeypatch.setattr(structure, "_WORD_MEMO", 2)  # the memo stays bounded
+    assert set(name_terms("Ana met Ben and Cleo in Dover", small._word_terms)) == set(tokens("Ben Cleo Dover"))
+    assert len(small._terms_of_word) == 2
