@@ -11,6 +11,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any, ClassVar
 
 from memorybus.errors import ConfigError
+from memorybus.validation import is_int
 
 
 def _w(default: Any, provenance: str) -> Any:
@@ -175,13 +176,15 @@ class RankingWeights:
             raise ConfigError("ranking.min_relevance", "must be in [0, 1)")
         if not self.length_pivot > 0:
             raise ConfigError("ranking.length_pivot", "must be > 0 (the distinct terms at which the prior is 0.5)")
-        for name in ("keyword", "neighbor", "thread_centroid"):
+        for name in ("keyword", "neighbor", "thread_centroid", "named_share"):
             if not 0.0 <= getattr(self, name) <= 1.0:
-                raise ConfigError(f"ranking.{name}", "weighs evidence on the 0..1 scale: must be in [0, 1]")
+                raise ConfigError(f"ranking.{name}", "is a share on the 0..1 scale: must be in [0, 1]")
         for f in fields(self):
             value = getattr(self, f.name)
             if isinstance(value, float) and (math.isnan(value) or value < 0):
                 raise ConfigError(f"ranking.{f.name}", "must be a number >= 0")
+            if isinstance(f.default, int) and not isinstance(f.default, bool) and not is_int(value, 0):
+                raise ConfigError(f"ranking.{f.name}", "must be a whole number >= 0 (a count)")
 
     @classmethod
     def provenance(cls) -> dict[str, str]:

@@ -192,9 +192,6 @@ class KeywordIndex:
         n_docs = sum(p.docs for p in parts)
         if n_docs <= 0 or not terms:
             return np.zeros(len(terms))
-        if len(parts) == 1:
-            df = parts[0].df
-            return np.fromiter((df.get(t, 0) for t in terms), dtype=np.float64, count=len(terms)) / n_docs
         return np.array([sum(p.df.get(t, 0) for p in parts) for t in terms], dtype=np.float64) / n_docs
 
     def search(self, terms: Iterable[str], scope_keys: Sequence[str], limit: int) -> list[tuple[str, float]]:

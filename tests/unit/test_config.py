@@ -147,3 +147,24 @@ def test_config_refuses_a_policy_of_the_wrong_kind():
         Config(bus={"strategy": "recency"})
     assert Config(decay=DecayPolicy(min_age_days=0)).decay.min_age_days == 0
     assert BusPolicy(authorities=["lead", "role:ops"]).authorities == ("lead", "role:ops")
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {"thread_members": -1},
+        {"thread_members": 2.5},
+        {"thread_members": True},
+        {"neighbor_candidates": -3},
+        {"dense_candidates": "50"},
+        {"exact_dense_limit": -1},
+        {"named_share": 1.5},
+        {"named": float("nan")},
+    ],
+)
+def test_ranking_counts_are_whole_numbers_and_shares_stay_on_their_scale(bad):
+    from memorybus.config import RankingWeights
+
+    with pytest.raises(ConfigError, match=next(iter(bad))):
+        RankingWeights(**bad)
+    assert RankingWeights(thread_members=0, exact_dense_limit=0, named_share=1.0).thread_members == 0
