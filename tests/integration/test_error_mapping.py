@@ -71,5 +71,18 @@ def test_stopped_actors_are_a_closed_bus(ray_local):
     stopped = Probe.options(name="errs:shard-9", namespace="errs").remote()
     ray.get(stopped.slow.remote(0), timeout=60)
     ray.kill(stopped, no_restart=True)
+    # ray.kill is asynchronous: a call sent in the moment after it can still be served
+    # (CI saw one answer "late" on a loaded machine). Call until the kill has landed;
+    # the first failure must be BusClosed, and every one after it too.
+    give_up = time.monotonic() + 30
+    while True:
+        try:
+            run_sync(iter_one(stopped.slow.remote(0)), timeout=60)
+        except mb.MemoryBusError as exc:
+            first = exc
+            break
+        assert time.monotonic() < give_up, "the killed actor still answers after 30 s"
+        time.sleep(0.05)
+    assert isinstance(first, mb.BusClosed) and "errs" in str(first), repr(first)
     with pytest.raises(mb.BusClosed, match="errs"):
         run_sync(iter_one(stopped.slow.remote(0)), timeout=60)
