@@ -12,23 +12,29 @@ _FIRST_ROWS = 4
 
 
 class _Block:
-    """One scope's vectors, rows ``0..n-1`` of ``mat``; a removed memory's row stays
-    (``ids[row] is None``, ``alive[row]`` false) until the block is compacted."""
+    """One scope's vectors, columns ``0..n-1`` of ``mat`` (``dim`` x capacity: a memory's
+    vector is a column, its "row" the column's number); a removed memory's row stays
+    (``ids[row] is None``, ``alive[row]`` false) until the block is compacted.
+
+    Column-wise because recall's product ``vector @ mat`` then runs BLAS's
+    non-transposed kernel: in a shard actor (one BLAS thread) at 10,000 vectors, with
+    the block out of cache as it is after a query was embedded, 0.91 ms instead of
+    1.48 ms for ``mat_rows @ vector`` over the same vectors stored row-wise."""
 
     __slots__ = ("alive", "ids", "key", "live", "mat", "n")
 
     def __init__(self, key: str, dim: int) -> None:
         self.key = key
-        self.mat = np.zeros((_FIRST_ROWS, dim), dtype=np.float32)
+        self.mat = np.zeros((dim, _FIRST_ROWS), dtype=np.float32)
         self.alive = np.zeros(_FIRST_ROWS, dtype=bool)
         self.ids: list[str | None] = []
         self.n = 0
         self.live = 0
 
     def grow(self) -> None:
-        rows = 2 * self.mat.shape[0]
-        mat = np.zeros((rows, self.mat.shape[1]), dtype=np.float32)
-        mat[: self.n] = self.mat[: self.n]
+        rows = 2 * self.mat.shape[1]
+        mat = np.zeros((self.mat.shape[0], rows), dtype=np.float32)
+        mat[:, : self.n] = self.mat[:, : self.n]
         alive = np.zeros(rows, dtype=bool)
         alive[: self.n] = self.alive[: self.n]
         self.mat, self.alive = mat, alive
@@ -69,16 +75,16 @@ class VectorCache:
         self._dim = vec.shape[0]
         where = self._where.get(memory_id)
         if where is not None and self._blocks.get(scope_key) is where[0]:
-            where[0].mat[where[1]] = vec  # re-indexed: the same row, no new one
+            where[0].mat[:, where[1]] = vec  # re-indexed: the same row, no new one
             return
         self.remove(memory_id)
         block = self._blocks.get(scope_key)
         if block is None:
             block = self._blocks[scope_key] = _Block(scope_key, self._dim)
-        if block.n >= block.mat.shape[0]:
+        if block.n >= block.mat.shape[1]:
             block.grow()
         row = block.n
-        block.mat[row] = vec
+        block.mat[:, row] = vec
         block.alive[row] = True
         block.ids.append(memory_id)
         block.n += 1
@@ -102,7 +108,7 @@ class VectorCache:
     def _compact(self, block: _Block) -> None:
         """Drop the rows of removed memories: renumber the live ones ``0..live-1``."""
         keep = np.flatnonzero(block.alive[: block.n])
-        block.mat[: len(keep)] = block.mat[keep]
+        block.mat[:, : len(keep)] = block.mat[:, keep]
         block.alive[:] = False
         block.alive[: len(keep)] = True
         block.ids = [block.ids[r] for r in keep.tolist()]
@@ -116,7 +122,7 @@ class VectorCache:
 
     def vector(self, memory_id: str) -> np.ndarray | None:
         where = self._where.get(memory_id)
-        return None if where is None else where[0].mat[where[1]].copy()
+        return None if where is None else where[0].mat[:, where[1]].copy()
 
     def live_count(self, scope_keys: Sequence[str]) -> int:
         blocks = self._blocks
@@ -139,7 +145,7 @@ class VectorCache:
             group[2].append(row)
         out: dict[str, float] = {}
         for block, members, rows in by_block.values():  # one gather and product per block
-            out.update(zip(members, (block.mat[rows] @ vec).tolist(), strict=True))
+            out.update(zip(members, (vec @ block.mat[:, rows]).tolist(), strict=True))
         return out
 
     def search(self, vector: np.ndarray, scope_keys: Sequence[str], limit: int) -> list[tuple[str, float]]:
@@ -153,10 +159,10 @@ class VectorCache:
             if block is None:
                 continue
             n = block.n
-            sims = block.mat[:n] @ vec
+            sims = vec @ block.mat[:, :n]
             if block.live < n:  # removed rows wait for compaction: never rank them
                 sims[~block.alive[:n]] = -np.inf
-            top = np.argpartition(-sims, limit - 1)[:limit] if n > limit else np.arange(n)
+            top = np.argpartition(sims, n - limit)[n - limit :] if n > limit else np.arange(n)
             ids = block.ids
             for row, v in zip(top.tolist(), sims[top].tolist(), strict=True):
                 memory_id = ids[row]
