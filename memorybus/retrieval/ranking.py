@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping, Sequence
+from functools import partial
 from operator import attrgetter
 
 import numpy as np
@@ -65,6 +66,7 @@ def rank(
     min_relevance: float | None = None,
     keyword_scores: Callable[[Sequence[str]], np.ndarray] | None = None,
     term_share: Callable[[Sequence[str]], np.ndarray] | None = None,
+    cosines: Callable[[Sequence[str]], Mapping[str, float]] | None = None,
 ) -> list[RecallHit]:
     """The candidates as hits, best first (ties by id): the best ``limit`` (all when None)
     whose relevance is at least ``min_relevance`` (default ``weights.min_relevance``).
@@ -77,13 +79,15 @@ def rank(
     share of the visible memories holding each of some terms (``KeywordIndex.doc_share``),
     which tells a rare capitalised word (a name) from a common one.
     With the query ``vector``, every candidate gets its exact cosine from the
-    shard's vector cache. The hits hold the shard's node objects: copy before
+    shard's vector cache (``cosines``: those of an exact search's scan, read off it
+    instead of computed again). The hits hold the shard's node objects: copy before
     handing them out.
     """
     w = weights
     if linked:  # the graph lifts facts; conversation turns are left to the thread structure
         linked = {i: g for i, g in linked.items() if i in nodes and nodes[i].kind is not MemoryKind.EPISODIC}
-    sig = gather(dense, keyword, nodes, structure, w, accept, vector, linked, query_weight, timed, keyword_scores)
+    sig = gather(dense, keyword, nodes, structure, w, accept, vector, linked, query_weight, timed, keyword_scores,
+                 cosines)
     if not len(sig):
         return []
     score_relevance(sig, structure, w, query_weight)
@@ -110,8 +114,11 @@ def gather(
     query_weight: float = 0.0,
     timed: Sequence[str] = (),
     keyword_scores: Callable[[Sequence[str]], np.ndarray] | None = None,
+    cosines: Callable[[Sequence[str]], Mapping[str, float]] | None = None,
 ) -> Signals:
     """The candidates and their raw evidence (exact cosine, exact BM25)."""
+    if cosines is None and vector is not None:
+        cosines = partial(structure.vectors.scores, vector)
     cos = {i: s for i, s in dense if i in nodes and accept(nodes[i])}
     bm = {i: s for i, s in keyword if i in cos or (i in nodes and accept(nodes[i]))} if w.hybrid else {}
     ids = list(dict.fromkeys([*cos, *bm]))
@@ -131,8 +138,8 @@ def gather(
     if w.neighbor_candidates > 0 and (w.neighbor or w.thread):
         if vector is not None:
             missing = [i for i in ids if i not in cos]
-            if missing:
-                cos.update(structure.vectors.scores(vector, missing))
+            if missing and cosines is not None:
+                cos.update(cosines(missing))
         first = np.array([cos.get(i, 0.0) for i in ids], dtype=np.float64)
         content = fuse(dense_relevance(first, w), keyword_relevance(first_bm25, query_weight), w)
         order = np.lexsort((np.arange(len(ids)), -content))[: w.neighbor_candidates]
@@ -161,10 +168,10 @@ def gather(
                 extra.append(j)
     bm25 = np.concatenate([first_bm25, bm25_of(extra)]) if extra else first_bm25
     ids += extra
-    if vector is not None:
+    if cosines is not None:
         missing = [i for i in ids if i not in cos]
         if missing:
-            cos.update(structure.vectors.scores(vector, missing))
+            cos.update(cosines(missing))
     cosine = np.array([cos.get(i, 0.0) for i in ids], dtype=np.float64)
     return Signals.of(ids, cosine, bm25)
 

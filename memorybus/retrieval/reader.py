@@ -169,8 +169,11 @@ class RecallReader:
         k, accept, scope_keys = plan.k, plan.accept, plan.scope_keys
         dense_limit = max(k * max(1, w.candidate_multiplier), w.dense_candidates if w.hybrid else 0) * plan.depth
         visible_count = self.structure.vectors.live_count(scope_keys)
+        cosines = None
         if visible_count <= w.exact_dense_limit:  # small: exact, no index round trip
-            dense = self.structure.vectors.search(vec, scope_keys, visible_count if plan.filtered else dense_limit)
+            scan = self.structure.vectors.scan(vec, scope_keys)
+            dense = scan.top(visible_count if plan.filtered else dense_limit)
+            cosines = scan.scores  # every visible memory's cosine is computed: candidates read it off
             if plan.filtered:
                 nodes = self.nodes
                 dense = [d for d in dense if d[0] in nodes and accept(nodes[d[0]])][:dense_limit]
@@ -183,7 +186,7 @@ class RecallReader:
             query_weight=plan.query_weight, limit=k, linked=linked, timed=self._timed(plan),
             keyword_scores=plan.keyword_scores, term_share=partial(self.structure.keywords.doc_share,
                                                                    scope_keys=scope_keys),
-            min_relevance=plan.options.min_relevance,
+            min_relevance=plan.options.min_relevance, cosines=cosines,
         )  # fmt: skip
         top = []
         for hit in ranked[:k]:
