@@ -230,8 +230,14 @@ class KeywordIndex:
                 all_scores.append(idf * tfs * (self.k1 + 1.0) / (tfs + norm))
         if not all_slots:
             return none
-        uniq, inverse = np.unique(np.concatenate(all_slots), return_inverse=True)
-        summed = np.bincount(inverse, weights=np.concatenate(all_scores))
+        slots_all, scores_all = np.concatenate(all_slots), np.concatenate(all_scores)
+        if 4 * len(slots_all) >= len(self._ids):  # many postings: sum into one row per slot (no sort)
+            per_slot = np.bincount(slots_all, weights=scores_all, minlength=len(self._ids))
+            uniq = np.flatnonzero(per_slot)  # a held term always scores > 0
+            summed = per_slot[uniq]
+        else:
+            uniq, inverse = np.unique(slots_all, return_inverse=True)
+            summed = np.bincount(inverse, weights=scores_all)
         live = np.frombuffer(self._alive, dtype=np.bool_)[uniq]
         uniq, summed = uniq[live], summed[live]  # uniq stays sorted: KeywordMatches looks slots up in it
         top_slots, top_scores = uniq, summed

@@ -68,3 +68,52 @@ def test_a_dense_candidate_past_the_keyword_list_keeps_its_keyword_evidence():
     ids0, hits0 = ranked(None)  # without the exact scores it had no keyword evidence
     assert hits0[other].signals["bm25"] == 0.0 and ids0.index(c.id) < ids0.index(other)
     assert np.isclose(hits[listed].signals["bm25"], matches.top[0][1])
+
+
+def _bm25(docs: dict[str, list[str]], terms: list[str], k1: float = 1.2, b: float = 0.75) -> dict[str, float]:
+    """BM25 written out from its definition, for the scores of KeywordIndex.match."""
+    import math
+
+    n = len(docs)
+    avgdl = sum(len(d) for d in docs.values()) / n
+    out: dict[str, float] = {}
+    for term in dict.fromkeys(terms):
+        df = sum(1 for d in docs.values() if term in d)
+        if not df:
+            continue
+        idf = math.log(1.0 + (n - df + 0.5) / (df + 0.5))
+        for i, d in docs.items():
+            tf = d.count(term)
+            if tf:
+                out[i] = out.get(i, 0.0) + idf * tf * (k1 + 1) / (tf + k1 * (1 - b + b * len(d) / avgdl))
+    return out
+
+
+@pytest.mark.parametrize("query", [["zebra"], ["common", "zebra"], ["common", "rare3", "missing"]])
+def test_match_agrees_with_bm25_from_its_definition_for_rare_and_common_terms(query):
+    """A rare term's few postings and a common term's many are summed two ways inside
+    match (sorting the slots, or one row per slot): both give the definition's scores,
+    also after removals and in a partition beside another."""
+    rng = np.random.default_rng(11)
+    words = ["common", "apple", "pear", "plum", "fig"] + [f"rare{i}" for i in range(40)]
+    idx = KeywordIndex()
+    docs: dict[str, list[str]] = {}
+    for i in range(600):
+        toks = [words[int(x)] for x in rng.integers(1, len(words), int(rng.integers(2, 9)))]
+        if i % 4:  # in most documents: its postings outnumber a quarter of the slots
+            toks.append("common")
+        if i in (5, 77, 301):
+            toks.append("zebra")
+        idx.add(f"d{i}", "s", toks)
+        docs[f"d{i}"] = toks
+        idx.add(f"o{i}", "t", toks)  # another scope: never counted
+    for i in range(0, 600, 7):
+        idx.remove(f"d{i}")
+        docs.pop(f"d{i}")
+    want = _bm25(docs, query)
+    m = idx.match(query, ["s"], 1000)
+    assert {i for i, _ in m.top} == set(want)
+    for i, score in m.top:
+        assert score == pytest.approx(want[i], rel=1e-5)
+    ids = [*sorted(docs)[:50], "o3", "d0"]
+    assert m.bm25(ids).tolist() == pytest.approx([want.get(i, 0.0) for i in ids], rel=1e-5)

@@ -49,6 +49,12 @@ def test_search_scores_and_counts_match_a_plain_dict_through_adds_moves_and_remo
             assert set(scores) == {i for i in asked if i in ref}
             for i, cos in scores.items():
                 assert abs(cos - float(ref[i][1] @ q)) < 1e-5
+            scan = cache.scan(q, visible)  # the scan's cosines: the visible ones read off it, others computed
+            assert [i for i, _ in scan.top(7)] == _expected(ref, q, visible, 7)
+            from_scan = scan.scores(asked)
+            assert set(from_scan) == set(scores)
+            for i, cos in from_scan.items():
+                assert abs(cos - scores[i]) < 1e-5
             for i in asked:
                 vec = cache.vector(i)
                 assert (vec is None) == (i not in ref)
@@ -73,3 +79,22 @@ def test_a_memory_moved_to_another_scope_is_found_only_there_and_emptied_scopes_
     cache.add("c", "org", np.ones(16, dtype=np.float32))
     assert cache.has("c") and not cache.has("b")
     assert cache.search(v, ["org"], 0) == []
+
+
+def test_a_scan_never_reads_rows_that_moved_after_it() -> None:
+    """A block compacted (or grown) after a scan renumbers its rows: the scan then scores
+    the memories asked for again instead of reading another memory's cosine."""
+    rng = np.random.default_rng(3)
+    cache = VectorCache()
+    vecs = {f"m{i}": _unit(rng) for i in range(100)}
+    for i, v in vecs.items():
+        cache.add(i, "s", v)
+    q = _unit(rng)
+    scan = cache.scan(q, ["s"])
+    for i in [f"m{i}" for i in range(60)]:  # enough removals to compact the block
+        cache.remove(i)
+    cache.add("new", "s", _unit(rng))
+    got = scan.scores(["m70", "m99", "new", "m3"])
+    assert set(got) == {"m70", "m99", "new"}
+    for i in ("m70", "m99"):
+        assert abs(got[i] - float(vecs[i] @ q)) < 1e-5
