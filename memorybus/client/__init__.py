@@ -176,6 +176,18 @@ class MemoryBus:
         """The shards that own the scopes ``context`` may see."""
         return sorted({self._router.shard_for(s.key) for s in context.visible_scopes()})
 
+    def _owners_narrowest_first(self, context: Context) -> list[int]:
+        """:meth:`_owners`, the shard of the context's narrowest scope first, then in the
+        order of the next narrower ones: a recall calls them in this order, so the shard
+        likely to hold the caller's own memories (the most work) starts first. Only the
+        order of the calls: their answers are merged in shard order."""
+        order: list[int] = []
+        for scope in reversed(context.visible_scopes()):  # visible_scopes lists the org first
+            shard = self._router.shard_for(scope.key)
+            if shard not in order:
+                order.append(shard)
+        return order
+
     def _build(self, item: Any, context: Context, now: float) -> MemoryNode:
         cfg = self.config
         return build_memory(item, context, now, max_content_chars=cfg.max_content_chars, max_tags=cfg.max_tags,

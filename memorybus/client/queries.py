@@ -95,7 +95,7 @@ def recall(
         min_relevance=opts.min_relevance if min_relevance is None else min_relevance,
     ).validate()
     handles = bus._shard_handles()
-    owners = bus._owners(context)
+    owners = bus._owners_narrowest_first(context)
     encoder = bus._local_encoder() if bus._encodes_queries_here(runtime.blocking()) else None
     # embedded here, in the caller's process (no embedder round trip), the vector in the
     # packed request; or the vector's ref beside it: Ray starts the shards' searches once
@@ -108,7 +108,8 @@ def recall(
         blob, vector = pack_request(request), bus._embedder().encode.remote([query])
         refs = [handles[i].recall.remote(blob, vector) for i in owners]
     groups = yield refs
-    return merge_hits([unpack_hits(g) for g in groups], k)
+    by_shard = sorted(zip(owners, groups, strict=True))  # merged in shard order, whatever order they were called in
+    return merge_hits([unpack_hits(g) for _, g in by_shard], k)
 
 
 def context_for(
