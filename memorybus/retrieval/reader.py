@@ -112,6 +112,9 @@ class RecallReader:
         kind_set = {MemoryKind(x) for x in kinds} if kinds else None
         status_set = {MemoryStatus(x) for x in statuses}
         scope_keys = [s.key for s in context.visible_scopes()]
+        if not self.structure.timeline.holds(scope_keys):  # no memory here the caller may see
+            self._query_vector(vector)  # checked all the same
+            return []
         visible_keys = frozenset(scope_keys)
         now = self.clock.now()
         w = self.ranking
@@ -160,11 +163,7 @@ class RecallReader:
 
     def _execute(self, plan: SearchPlan, vector: np.ndarray, linked: Mapping[str, float] | None) -> list[RecallHit]:
         """The search itself, once planned."""
-        vec = np.asarray(vector, dtype=np.float32)
-        if vec.ndim == 2 and vec.shape[0] == 1:
-            vec = vec[0]
-        if vec.shape != (self.dim,) or not np.all(np.isfinite(vec)):
-            raise InvalidRequest("vector", f"must be a finite vector of dimension {self.dim}")
+        vec = self._query_vector(vector)
         w = self.ranking
         k, accept, scope_keys = plan.k, plan.accept, plan.scope_keys
         dense_limit = max(k * max(1, w.candidate_multiplier), w.dense_candidates if w.hybrid else 0) * plan.depth
@@ -200,6 +199,15 @@ class RecallReader:
         if plan.touch:
             self._touch([h.node.id for h in top], plan.now)
         return out
+
+    def _query_vector(self, vector: np.ndarray) -> np.ndarray:
+        """The query vector as one float32 row, or InvalidRequest."""
+        vec = np.asarray(vector, dtype=np.float32)
+        if vec.ndim == 2 and vec.shape[0] == 1:
+            vec = vec[0]
+        if vec.shape != (self.dim,) or not np.all(np.isfinite(vec)):
+            raise InvalidRequest("vector", f"must be a finite vector of dimension {self.dim}")
+        return vec
 
     def _timed(self, plan: SearchPlan) -> list[str]:
         """Memories inside the times the query names, when those times hold few enough

@@ -40,6 +40,11 @@ class Timeline:
         if not items:
             del self._times[scope_key]
 
+    def holds(self, scope_keys: Sequence[str]) -> bool:
+        """Whether any memory of ``scope_keys`` is here (every indexed memory is)."""
+        times = self._times
+        return any(key in times for key in scope_keys)
+
     def count(self, scope_keys: Sequence[str], start: float, end: float) -> int:
         """How many memories of ``scope_keys`` have an event time in ``[start, end)``."""
         total = 0

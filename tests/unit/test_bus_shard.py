@@ -340,3 +340,20 @@ def test_configured_judge_reaches_the_shard(tmp_path, embedder):
     d = plain.put_many(U1, nodes[1:], embedder.encode(texts[1:]))[0]
     assert c.id not in d.contradicts
     plain.close()
+
+
+def test_a_shard_holding_nothing_the_caller_sees_answers_empty_and_still_checks_input(shard, embedder):
+    """A recall's other shards (e.g. the org's, where the caller's org has no memory) answer
+    [] without searching; a bad vector or k is refused there all the same."""
+    other = Context("globex", "u9")
+    text = "The release train leaves on Thursdays"
+    shard.put_many(other, [MemoryNode(content=text, scope=Scope("globex", "u9"))], embedder.encode([text]))
+    q = embedder.encode(["when does the release train leave?"])[0]
+    assert shard.search(U1, q, 5, query="when does the release train leave?") == []
+    assert [h.node.content for h in shard.search(other, q, 5, query="release train")] == [text]
+    with pytest.raises(InvalidRequest):
+        shard.search(U1, q[:10], 5, query="release train")
+    with pytest.raises(InvalidRequest):
+        shard.search(U1, q, 0, query="release train")
+    shard.delete(other, shard.search(other, q, 1)[0].node.id)  # gone: the scope holds nothing again
+    assert shard.search(other, q, 5, query="release train") == []
