@@ -79,9 +79,12 @@ class ShardActor:
         """Open store and index. Never fatal to the actor: a store that cannot be reached
         now (or refuses to serve) raises to this call, and the next call tries again."""
         try:
-            return open_shard(self.config, self.name, on_events=self._publish)
+            shard = open_shard(self.config, self.name, on_events=self._publish)
         except OSError as exc:  # its directory: a disk that is full, gone or read-only
             raise StoreUnavailable("shard", f"{self.name} could not open: {exc!r}") from exc
+        # the timer writes access statistics (flush_touches): a recall never waits for that write
+        shard.core.records.flush_inline = self.config.touch_flush_seconds <= 0
+        return shard
 
     def close(self) -> None:
         """Flush and close the store and index cleanly (SQLite: WAL checkpointed into
@@ -345,7 +348,7 @@ class ShardActor:
         with shard.gate.write():
             shard.repair_index()
             shard.checkpoint_index(idle=_CHECKPOINT_IDLE)
-            return shard.flush(wait=False)
+            return shard.flush(wait=False, outside=shard.gate.committing)  # recalls go on meanwhile
 
     @ray.method(concurrency_group="reads")
     def count(self) -> int:

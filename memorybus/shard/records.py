@@ -9,9 +9,11 @@ window of statistics, never a memory).
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import AbstractContextManager
 
 from memorybus.model import MemoryNode
 from memorybus.storage.base import Store
@@ -32,6 +34,9 @@ class Records:
         self._touches: dict[str, tuple[int, float]] = {}
         self._last_flush = time.monotonic()
         self._first_touch = self._last_flush
+        #: whether a recall writes due statistics itself (False where a timer flushes
+        #: them off the recall's path: the shard actor)
+        self.flush_inline = True
 
     # ------------------------------------------------------------------ mirror
     def reset(self) -> None:
@@ -89,7 +94,7 @@ class Records:
             node.last_accessed = max(node.last_accessed, now)
             count, _ = self._touches.get(memory_id, (0, now))
             self._touches[memory_id] = (count + 1, now)
-        if time.monotonic() - self._last_flush >= self.touch_flush_seconds:
+        if self.flush_inline and time.monotonic() - self._last_flush >= self.touch_flush_seconds:
             self.flush(wait=False)
 
     def touches_due(self, within: float | None = None) -> bool:
@@ -101,15 +106,32 @@ class Records:
         limit = self.touch_flush_seconds if within is None else within
         return time.monotonic() - self._first_touch >= 0.5 * limit
 
-    def flush(self, *, wait: bool = True) -> int:
+    def flush(self, *, wait: bool = True, outside: Callable[[], AbstractContextManager[None]] | None = None) -> int:
         """Write pending access statistics to the store; returns how many nodes.
         ``wait=False`` (a recall flushing on the side): if a write holds the store,
-        keep them for the next flush instead of waiting."""
+        keep them for the next flush instead of waiting. ``outside``: a context the
+        store write runs in (the shard's gate letting readers in while it commits);
+        statistics counted meanwhile wait for the next flush. Statistics a write could
+        not store (refused, or it raised) are kept for the next flush."""
         pending, self._touches = self._touches, {}
         self._last_flush = time.monotonic()
-        if pending and not self.store.touch(pending, wait=wait):
-            for memory_id, (count, when) in pending.items():
-                more, later = self._touches.get(memory_id, (0, when))
-                self._touches[memory_id] = (count + more, max(when, later))
+        if not pending:
+            return 0
+        try:
+            with outside() if outside is not None else contextlib.nullcontext():
+                stored = self.store.touch(pending, wait=wait)
+        except BaseException:
+            self._keep(pending)
+            raise
+        if not stored:
+            self._keep(pending)
             return 0
         return len(pending)
+
+    def _keep(self, pending: dict[str, tuple[int, float]]) -> None:
+        """Put statistics back that a flush did not store (with any counted since)."""
+        for memory_id, (count, when) in pending.items():
+            if memory_id not in self.nodes:
+                continue  # deleted since: nothing to count
+            more, later = self._touches.get(memory_id, (0, when))
+            self._touches[memory_id] = (count + more, max(when, later))

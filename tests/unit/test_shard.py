@@ -308,3 +308,39 @@ def test_a_call_whose_predecessor_never_reaches_the_restarted_actor_goes_on(shar
     ingest.order.reach("op-3", "done")
     runner.join(30)
     assert steps == ["op-3", "op-4"]
+
+
+def test_a_flush_lets_recalls_count_while_it_writes_and_keeps_what_it_could_not_store(shard, embedder, clock):
+    """The shard actor's timer writes statistics with readers let in (``outside``): an
+    access counted during that write waits for the next flush; a write that fails keeps
+    its statistics for the next flush; with ``flush_inline`` off a recall never writes."""
+    import contextlib
+
+    from memorybus import StoreUnavailable
+
+    (a, b) = put(shard, embedder, U1, ["remember the milk", "call the plumber"])
+    records = shard.core.records
+    records.flush_inline = False
+    qa, qb = embedder.encode(["milk", "plumber"])
+    records._last_flush -= 3600  # long overdue: a recall would have written it inline
+    shard.search(U1, qa, 1)
+    assert shard.store.get(a.id).access_count == 0  # not written by the recall
+
+    @contextlib.contextmanager
+    def meanwhile():
+        shard.search(U1, qb, 1)  # a recall while the store write runs
+        yield
+
+    assert shard.flush(outside=meanwhile) == 1
+    assert shard.store.get(a.id).access_count == 1 and shard.store.get(b.id).access_count == 0
+    real = shard.store.touch
+
+    def down(*args, **kwargs):
+        raise StoreUnavailable("sqlite", "disk gone")
+
+    shard.store.touch = down
+    with pytest.raises(StoreUnavailable):
+        shard.flush()
+    shard.store.touch = real
+    assert shard.flush() == 1  # kept, written now
+    assert shard.store.get(b.id).access_count == 1
