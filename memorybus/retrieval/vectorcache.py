@@ -198,9 +198,8 @@ class DenseScan:
             top = np.argpartition(sims, n - limit)[n - limit :] if n > limit else np.arange(n)
             ids = block.ids
             for row, v in zip(top.tolist(), sims[top].tolist(), strict=True):
-                memory_id = ids[row]
-                if memory_id is not None and v != -np.inf:
-                    out.append((memory_id, float(v)))
+                if ids[row] is not None:  # a removed row (its cosine -inf) has no id
+                    out.append((ids[row], v))
         out.sort(key=lambda x: (-x[1], x[0]))
         return out[:limit]
 
@@ -209,21 +208,18 @@ class DenseScan:
         gather of vectors), computed for the others (:meth:`VectorCache.scores`)."""
         scanned = {id(block): (gen, sims) for block, gen, sims in self._parts}
         get = self._cache._where.get
-        members: list[str] = []
-        found: list[float] = []
+        out: dict[str, float] = {}
         rest: list[str] = []
         for memory_id in ids:
             where = get(memory_id)
-            if where is None:
+            if where is None:  # unknown: left out, as VectorCache.scores leaves it out
                 continue
             block, row = where
             part = scanned.get(id(block))
-            if part is None or part[0] != block.gen or row >= len(part[1]):
+            if part is not None and part[0] == block.gen and row < len(part[1]):
+                out[memory_id] = float(part[1][row])
+            else:
                 rest.append(memory_id)
-                continue
-            members.append(memory_id)
-            found.append(part[1][row])
-        out = dict(zip(members, [float(x) for x in found], strict=True))
         if rest:
             out.update(self._cache.scores(self._vector, rest))
         return out
