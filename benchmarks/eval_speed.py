@@ -53,10 +53,7 @@ def main(argv: list[str] | None = None) -> int:
         help="Config.query_encoder (auto: this script's synchronous recalls embed the query in this process)",
     )
     args = p.parse_args(argv)
-    ray_tmp = prepare_env()
-    # the raw model (this process) and the bus's embedder take turns on the same cores:
-    # idle OpenMP threads must sleep, not spin, or each side slows the other down
-    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+    ray_tmp = prepare_env()  # also: idle OpenMP and OpenBLAS threads sleep, not spin
     import numpy as np
 
     from memorybus.cli import _weights

@@ -133,7 +133,11 @@ class RankingWeights:
     dense_candidates: int = _w(50, "tune_recall.py --grid dense_candidates=50,100 (2026-12-01): LoCoMo dev structured "
                                "R@10/R@5 0.804/0.738 at both, plain R@10 0.734 / 0.732; LongMemEval dev48 0.951 at "
                                "40, 50, 100 (200 did not change R@10 earlier). 50 costs ~0.12 ms less per search")
-    keyword_candidates: int = _w(100, f"{_TUNED}: 200 did not change R@10")
+    keyword_candidates: int = _w(75, "tune_recall.py --grid keyword_candidates=30,50,75,100 (2026-12-02): LoCoMo "
+                                 "dev structured R@10/R@5 0.819/0.739, 0.820/0.740, 0.821/0.742, 0.821/0.742, plain "
+                                 "R@10 0.738, 0.740, 0.742, 0.742; LongMemEval dev48 0.951 / 0.927 at each (200 did "
+                                 "not change R@10 earlier). 75 costs ~0.2 ms less per search than 100 at 10K visible "
+                                 "memories (benchmarks/eval_speed.py corpus)")
     neighbor_candidates: int = _w(30, "design choice: the thread neighbours of the best 30 join the candidates")
     thread_members: int = _w(10, "tune_recall.py locomo --grid thread_members=0,6,8,10,14,20,40 --grid "
                              "neighbor=0.5,0.7 --by-conversation: the members of the best thread (that of the "

@@ -33,6 +33,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping, Sequence
 from functools import partial
+from itertools import chain
 from operator import attrgetter
 
 import numpy as np
@@ -119,8 +120,9 @@ def gather(
     """The candidates and their raw evidence (exact cosine, exact BM25)."""
     if cosines is None and vector is not None:
         cosines = partial(structure.vectors.scores, vector)
-    cos = {i: s for i, s in dense if i in nodes and accept(nodes[i])}
-    bm = {i: s for i, s in keyword if i in cos or (i in nodes and accept(nodes[i]))} if w.hybrid else {}
+    get = nodes.get
+    cos = {i: s for i, s in dense if (n := get(i)) is not None and accept(n)}
+    bm = {i: s for i, s in keyword if i in cos or ((n := get(i)) is not None and accept(n))} if w.hybrid else {}
     ids = list(dict.fromkeys([*cos, *bm]))
     if w.hybrid and timed:
         ids += [i for i in dict.fromkeys(timed) if i not in cos and i not in bm and i in nodes and accept(nodes[i])]
@@ -188,8 +190,8 @@ def score_relevance(sig: Signals, structure: RecallIndex, w: RankingWeights, que
     if w.neighbor:
         at = {i: x for x, i in enumerate(sig.ids)}
         content = sig.content
-        for x, i in enumerate(sig.ids):
-            near = [content[at[j]] for j in structure.adjacent(i) if j in at]
+        for x, near_ids in structure.threaded(sig.ids):
+            near = [content[at[j]] for j in near_ids if j in at]
             if near:
                 sig.context[x] = max(near)
     sig.relevance = either(sig.content, w.neighbor * sig.context)
@@ -211,7 +213,7 @@ def score_structure(
     if w.thread:
         _thread_relevance(sig, structure, w, vector)
     if query is not None and w.speaker and query.term_set:
-        sig.speaker = np.array([1.0 if query.names(structure.names(i)) else 0.0 for i in ids])
+        sig.speaker = structure.named(ids, query.term_set)
     if query is not None and query.windows and w.time:
         windows = list(query.windows)
         close = np.array([time_match(windows, nodes[i].valid_from, w.time_slack_days) for i in ids])
@@ -267,7 +269,8 @@ _RERANK_FIELDS = attrgetter("confidence", "access_count", "last_accessed", "deca
 def rerank(sig: Signals, nodes: Mapping[str, MemoryNode], now: float, w: RankingWeights) -> None:
     """The score: relevant memories on ``[min_relevance, 1]`` by relevance, structure and
     salience; the others at their relevance (below ``min_relevance``)."""
-    fields = np.array([_RERANK_FIELDS(nodes[i]) for i in sig.ids], dtype=np.float64).reshape(len(sig), 6)
+    fields = np.fromiter(chain.from_iterable(map(_RERANK_FIELDS, map(nodes.__getitem__, sig.ids))),
+                         dtype=np.float64, count=6 * len(sig)).reshape(len(sig), 6)
     conf, access, last, decay, imp, created = fields.T
     sal = np.minimum(1.0, salience_array(conf, access, last, decay, imp, now))
     age_days = np.maximum(0.0, now - created) / SECONDS_PER_DAY

@@ -26,6 +26,7 @@ from __future__ import annotations
 import bisect
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Set as AbstractSet
 
 import numpy as np
 
@@ -203,6 +204,23 @@ class RecallIndex:
     def names(self, memory_id: str) -> tuple[str, ...]:
         """The name tokens of the memory's speaker and source."""
         return self._names.get(memory_id, ())
+
+    def named(self, memory_ids: Sequence[str], terms: AbstractSet[str]) -> np.ndarray:
+        """1.0 for each memory whose speaker or source has a name token in ``terms``, else 0.0."""
+        get = self._names.get
+        return np.fromiter((0.0 if terms.isdisjoint(get(i, ())) else 1.0 for i in memory_ids), dtype=np.float64,
+                           count=len(memory_ids))  # fmt: skip
+
+    def threaded(self, memory_ids: Sequence[str]) -> list[tuple[int, tuple[str, ...]]]:
+        """``(position, neighbours)`` for each of ``memory_ids`` that has thread neighbours
+        (the memories just before and after it, as :meth:`adjacent`)."""
+        get = self._adjacent.get
+        out = []
+        for x, memory_id in enumerate(memory_ids):
+            pair = get(memory_id)
+            if pair is not None and (pair[0] is not None or pair[1] is not None):
+                out.append((x, tuple(j for j in pair if j is not None)))
+        return out
 
     def forms(self, memory_ids: Sequence[str]) -> list[int]:
         """The answer forms each memory states (bit flags of :mod:`~memorybus.retrieval.answers`)."""
