@@ -22,24 +22,16 @@ from typing import Any
 def prepare_env() -> str:
     """Set the environment Ray and the model need; returns the private RAY_TMPDIR.
 
-    Must run before ``import ray`` or ``numpy`` (directly or through ``memorybus``).
-
-    A benchmark runs the raw model (this process) beside the bus's actors on the same
-    cores, so idle threads must sleep, not spin, or each side slows the other down:
-    OpenMP's (torch) sleep at once, OpenBLAS's (numpy) after a few microseconds instead
-    of its default ~0.1 s of spinning after every large product, such as the raw side's
-    brute-force search (measured here: 0.105 s of CPU in the 0.2 s after one 10,000 x
-    384 product by default, 0.005 s with the timeout; the product itself 0.20 -> 0.23 ms).
-    These are read when the libraries load, hence here; the actors inherit them.
+    Must run before ``import ray`` or ``numpy`` (directly or through ``memorybus``): a
+    benchmark runs the raw model beside the bus's actors, so it also sets
+    ``memorybus.env.BESIDE_MODEL_ENV`` (idle threads sleep; the actors inherit it).
     """
-    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-    os.environ.setdefault("OPENBLAS_THREAD_TIMEOUT", "10")
     from memorybus import env
 
     ray_tmp = tempfile.mkdtemp(prefix="mbb-", dir="/tmp")
     os.environ["RAY_TMPDIR"] = ray_tmp
     os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"  # a Ray started here binds to loopback
-    env.prepare()
+    env.prepare(**env.BESIDE_MODEL_ENV)
     return ray_tmp
 
 

@@ -126,12 +126,8 @@ def _weights(pairs: Sequence[str]) -> dict[str, object]:
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
-    env.prepare()
-    # the raw model (this process) and the bus's embedder take turns on the same cores:
-    # idle OpenMP and OpenBLAS threads must sleep, not spin, or each side slows the other
-    # down (read when torch and numpy load: numpy is not loaded yet here)
-    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-    os.environ.setdefault("OPENBLAS_THREAD_TIMEOUT", "10")
+    # the raw model (this process) and the bus's embedder take turns on the same cores
+    env.prepare(**env.BESIDE_MODEL_ENV)  # numpy is not loaded yet here
     if not os.path.exists(args.data):
         print(f"error: no such file {args.data}", file=sys.stderr)
         return 2

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from dataclasses import dataclass
 
 from memorybus.retrieval.answers import asked_forms
@@ -38,8 +37,3 @@ class Query:
             timed = {t for w in windows for t in tokens(w.text)}
             terms = tuple(t for t in words if t not in timed) or words
         return cls(text, terms, windows, frozenset(words), asked_forms(text))
-
-    def names(self, speaker_terms: Iterable[str]) -> bool:
-        """Whether the query names a speaker or source with these name tokens
-        (``planner`` for ``agent:planner``; any one token of a full name)."""
-        return any(t in self.term_set for t in speaker_terms)

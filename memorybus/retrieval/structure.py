@@ -214,13 +214,8 @@ class RecallIndex:
     def threaded(self, memory_ids: Sequence[str]) -> list[tuple[int, tuple[str, ...]]]:
         """``(position, neighbours)`` for each of ``memory_ids`` that has thread neighbours
         (the memories just before and after it, as :meth:`adjacent`)."""
-        get = self._adjacent.get
-        out = []
-        for x, memory_id in enumerate(memory_ids):
-            pair = get(memory_id)
-            if pair is not None and (pair[0] is not None or pair[1] is not None):
-                out.append((x, tuple(j for j in pair if j is not None)))
-        return out
+        adjacent = self.adjacent
+        return [(x, near) for x, memory_id in enumerate(memory_ids) if (near := adjacent(memory_id))]
 
     def forms(self, memory_ids: Sequence[str]) -> list[int]:
         """The answer forms each memory states (bit flags of :mod:`~memorybus.retrieval.answers`)."""
