@@ -206,7 +206,9 @@ class DenseScan:
     def scores(self, ids: Sequence[str]) -> dict[str, float]:
         """The cosine of each known id: read off the scan for the blocks it covers (no
         gather of vectors), computed for the others (:meth:`VectorCache.scores`)."""
-        scanned = {id(block): (gen, sims) for block, gen, sims in self._parts}
+        scanned: dict[int, tuple[int, np.ndarray, list[str], list[int]]] = {
+            id(block): (gen, sims, [], []) for block, gen, sims in self._parts
+        }
         get = self._cache._where.get
         out: dict[str, float] = {}
         rest: list[str] = []
@@ -217,9 +219,13 @@ class DenseScan:
             block, row = where
             part = scanned.get(id(block))
             if part is not None and part[0] == block.gen and row < len(part[1]):
-                out[memory_id] = float(part[1][row])
+                part[2].append(memory_id)
+                part[3].append(row)
             else:
                 rest.append(memory_id)
+        for _, sims, members, rows in scanned.values():  # one read of the scan per block
+            if members:
+                out.update(zip(members, sims[rows].tolist(), strict=True))
         if rest:
             out.update(self._cache.scores(self._vector, rest))
         return out

@@ -15,7 +15,8 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager
 
-from memorybus.model import MemoryNode
+from memorybus.model import MemoryNode, evolve
+from memorybus.scopes import Scope
 from memorybus.storage.base import Store
 
 
@@ -31,6 +32,9 @@ class Records:
         #: memory id -> its committed version, without the embedding
         self.nodes: dict[str, MemoryNode] = {}
         self._hashes: dict[tuple[str, str], set[str]] = {}
+        #: one Scope object per scope, shared by its mirrored memories: recall reads every
+        #: candidate's scope, and one shared object is in cache where 100,000 copies are not
+        self._scopes: dict[Scope, Scope] = {}
         self._touches: dict[str, tuple[int, float]] = {}
         self._last_flush = time.monotonic()
         self._first_touch = self._last_flush
@@ -42,6 +46,7 @@ class Records:
     def reset(self) -> None:
         self.nodes.clear()
         self._hashes.clear()
+        self._scopes.clear()
 
     def loaded(self) -> Iterator[MemoryNode]:
         """Every stored record (with its embedding), mirrored as it is read."""
@@ -57,7 +62,8 @@ class Records:
         old = self.nodes.get(node.id)
         if old is not None:
             self._unhash(old)
-        self.nodes[node.id] = node.without_embedding()
+        scope = self._scopes.setdefault(node.scope, node.scope)
+        self.nodes[node.id] = evolve(node, embedding=None, scope=scope)
         self._hashes.setdefault((node.scope.key, content_hash(node)), set()).add(node.id)
 
     def pop(self, memory_id: str) -> MemoryNode | None:
