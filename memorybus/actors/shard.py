@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import os
 import threading
 import time
@@ -30,6 +31,22 @@ T = TypeVar("T")
 #: restart after a crash then trusts it instead of rebuilding it)
 _CHECKPOINT_IDLE = 10.0
 
+#: allocations between two young-generation collections of Python's cyclic garbage
+#: collector in a shard actor (Python's default: 700)
+_GC_YOUNG = 10_000
+
+
+def _collect_less() -> None:
+    """Run the cyclic garbage collector less often in this (shard actor) process.
+
+    A shard keeps its memories' mirror as Python objects (about ten per memory) and
+    makes many short-lived ones per write. With Python's default threshold the
+    collector's passes took about 9% of a shard's write time at 50,000 memories
+    (``put_many`` 0.24 vs 0.22 ms per memory, with the collector off 0.22). Reference
+    counting still frees everything acyclic at once; only cycles wait longer."""
+    young, middle, old = gc.get_threshold()
+    gc.set_threshold(max(young, _GC_YOUNG), middle, old)
+
 
 class ShardActor:
     """Owns the scopes routed to shard ``name``.
@@ -55,6 +72,7 @@ class ShardActor:
         self._shard: Shard | None = None
         self._open_lock = threading.Lock()
         self._ingest = Ingest(config)
+        _collect_less()
         from ray.util import metrics
 
         self._tags = {"namespace": config.namespace, "shard": name}
@@ -84,6 +102,10 @@ class ShardActor:
             raise StoreUnavailable("shard", f"{self.name} could not open: {exc!r}") from exc
         # the timer writes access statistics (flush_touches): a recall never waits for that write
         shard.core.records.flush_inline = self.config.touch_flush_seconds <= 0
+        # what the rebuild loaded lives as long as the shard: the collector need not scan it
+        # again (collected first: garbage left by a closed shard or a failed open is not kept)
+        gc.collect()
+        gc.freeze()
         return shard
 
     def close(self) -> None:
@@ -94,6 +116,7 @@ class ShardActor:
             if shard is not None:
                 with shard.gate.write():
                     shard.close()
+                gc.unfreeze()  # the closed shard's objects may be collected; the next open freezes again
 
     def _read(self, call: Callable[[Shard], T]) -> T:
         """A read: on the reads thread, under the shard's state lock only (never behind
@@ -320,7 +343,12 @@ class ShardActor:
 
     @ray.method(concurrency_group="reads")
     def stats(self) -> dict[str, Any]:
-        return self._read(lambda shard: shard.stats())
+        """The shard's counts (:meth:`memorybus.shard.Shard.stats`) and, under ``process``,
+        this actor's process: its pid, the garbage collector's thresholds and how many
+        objects it leaves unscanned (frozen after the shard's rebuild)."""
+        counts = self._read(lambda shard: shard.stats())
+        return {**counts, "process": {"pid": os.getpid(), "gc_threshold": list(gc.get_threshold()),
+                                      "gc_frozen": gc.get_freeze_count()}}
 
     @ray.method(concurrency_group="reads")
     def inspect(self, memory_id: str) -> tuple[MemoryNode, list[Event]] | None:

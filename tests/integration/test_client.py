@@ -447,3 +447,22 @@ def test_embed_takes_a_string_as_one_text(bus):
     one = bus.embed("a string")
     assert one.shape == (1, 384)
     assert np.allclose(one[0], bus.embed(["a string"])[0], atol=1e-6)
+
+
+def test_shard_actors_collect_garbage_less_often_and_leave_the_loaded_mirror_unscanned(bus):
+    """Each shard actor raises the collector's young threshold and freezes what its rebuild
+    loaded (bus.stats() shows it per shard); closing a shard unfreezes, so a reopened
+    shard does not keep the closed one's objects out of the collector's reach."""
+    ctx = Context(org(), "gc-user")
+    bus.remember("the standup moved to 9:30", ctx)
+    shards = bus.stats()["shards"]
+    assert len(shards) == bus.config.num_shards
+    for s in shards:
+        assert s["process"]["gc_threshold"][0] >= 10_000
+        assert s["process"]["gc_frozen"] > 0
+    handle = bus._shard_handles()[0]
+    ray.get(handle.close.remote(), timeout=60)
+    reopened = ray.get(handle.stats.remote(), timeout=60)  # opens it again: a fresh freeze
+    assert reopened["process"]["pid"] == shards[0]["process"]["pid"]
+    assert reopened["process"]["gc_frozen"] > 0
+    assert [h.content for h in bus.recall("when is the standup?", ctx, k=1)] == ["the standup moved to 9:30"]
