@@ -91,8 +91,22 @@ class EmbedderPool:
 
     def encode(self, texts: Sequence[str], timeout: float | None) -> np.ndarray:
         """The vectors of ``texts`` (at least one; one row each), waiting in this thread."""
+        return self.wait(self.submit(texts), timeout)
+
+    def submit(self, texts: Sequence[str]) -> list[Any]:
+        """Ask for the vectors of ``texts`` (at least one) without waiting: the replicas take
+        requests in the order they are submitted, so a caller that submits in order is
+        answered in order (:meth:`wait` for them)."""
         try:
-            parts = ray.get(self._calls(texts), timeout=timeout)
+            return self._calls(texts)
+        except ray.exceptions.RayError as exc:
+            self._handles = None
+            raise unwrap(exc) from None
+
+    def wait(self, calls: list[Any], timeout: float | None) -> np.ndarray:
+        """The vectors :meth:`submit` asked for, one row per text, in the texts' order."""
+        try:
+            parts = ray.get(calls, timeout=timeout)
         except ray.exceptions.RayError as exc:
             self._handles = None
             raise unwrap(exc) from None

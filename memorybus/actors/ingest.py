@@ -7,7 +7,9 @@ facts, an update of content, a consolidation summary) the shard:
    shard's state lock that also checks the input: bad input fails here, before any
    model work and before anything is written;
 2. encodes them on the bus's embedder pool (:class:`EmbedderPool`), holding no lock:
-   reads go on, and so do other calls' first steps;
+   reads go on, and so do other calls' first steps. A caller's calls ask the pool in the
+   order they decide, so they are embedded in the order they commit: none waits for
+   vectors queued behind a later call's;
 3. commits, as a write (one at a time).
 
 These writes run on the actor's ``ingest`` threads, so a caller's next call is
@@ -67,10 +69,18 @@ class Ingest:
                 with shard.gate.read():
                     decided = texts(shard)
                     shard.texts.hold(held)
+                # asked for before the next call may decide: the embedder answers the calls in
+                # the order they commit, so none waits on a later one's vectors
+                try:
+                    calls = self.pool.submit(decided) if decided else []
+                except BaseException:
+                    with shard.gate.read():
+                        shard.texts.settle(held)
+                    raise
             finally:
                 self.order.reach(op, "decided")
             try:
-                vectors = (self.pool.encode(decided, self.config.write_timeout) if decided
+                vectors = (self.pool.wait(calls, self.config.write_timeout) if calls
                            else np.zeros((0, self.config.embedding_dim), dtype=np.float32))
                 self._wait_for(shard, context, after, "done")
                 return write(vectors)
