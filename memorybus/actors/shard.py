@@ -12,6 +12,7 @@ from typing import Any, TypeVar
 import numpy as np
 import ray
 
+from memorybus.actors.collector import collect_less
 from memorybus.actors.hub import HubPush
 from memorybus.actors.ingest import Ingest
 from memorybus.config import Config, ConsolidationPolicy, DecayPolicy
@@ -30,22 +31,6 @@ T = TypeVar("T")
 #: seconds without a write after which the timer checkpoints the vector index (a
 #: restart after a crash then trusts it instead of rebuilding it)
 _CHECKPOINT_IDLE = 10.0
-
-#: allocations between two young-generation collections of Python's cyclic garbage
-#: collector in a shard actor (Python's default: 700)
-_GC_YOUNG = 10_000
-
-
-def _collect_less() -> None:
-    """Run the cyclic garbage collector less often in this (shard actor) process.
-
-    A shard keeps its memories' mirror as Python objects (about ten per memory) and
-    makes many short-lived ones per write. With Python's default threshold the
-    collector's passes took about 9% of a shard's write time at 50,000 memories
-    (``put_many`` 0.24 vs 0.22 ms per memory, with the collector off 0.22). Reference
-    counting still frees everything acyclic at once; only cycles wait longer."""
-    young, middle, old = gc.get_threshold()
-    gc.set_threshold(max(young, _GC_YOUNG), middle, old)
 
 
 class ShardActor:
@@ -72,7 +57,7 @@ class ShardActor:
         self._shard: Shard | None = None
         self._open_lock = threading.Lock()
         self._ingest = Ingest(config)
-        _collect_less()
+        collect_less()
         from ray.util import metrics
 
         self._tags = {"namespace": config.namespace, "shard": name}
