@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import time
+from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager
 
@@ -35,6 +36,7 @@ class Records:
         #: one Scope object per scope, shared by its mirrored memories: recall reads every
         #: candidate's scope, and one shared object is in cache where 100,000 copies are not
         self._scopes: dict[Scope, Scope] = {}
+        self._scope_uses: Counter[Scope] = Counter()  # mirrored memories per shared scope
         self._touches: dict[str, tuple[int, float]] = {}
         self._last_flush = time.monotonic()
         self._first_touch = self._last_flush
@@ -47,6 +49,7 @@ class Records:
         self.nodes.clear()
         self._hashes.clear()
         self._scopes.clear()
+        self._scope_uses.clear()
 
     def loaded(self) -> Iterator[MemoryNode]:
         """Every stored record (with its embedding), mirrored as it is read."""
@@ -62,7 +65,9 @@ class Records:
         old = self.nodes.get(node.id)
         if old is not None:
             self._unhash(old)
+            self._unshare(old.scope)
         scope = self._scopes.setdefault(node.scope, node.scope)
+        self._scope_uses[scope] += 1
         self.nodes[node.id] = evolve(node, embedding=None, scope=scope)
         self._hashes.setdefault((node.scope.key, content_hash(node)), set()).add(node.id)
 
@@ -71,6 +76,7 @@ class Records:
         old = self.nodes.pop(memory_id, None)
         if old is not None:
             self._unhash(old)
+            self._unshare(old.scope)
         self._touches.pop(memory_id, None)
         return old
 
@@ -78,6 +84,13 @@ class Records:
         """The memories of ``node``'s scope with the same content."""
         ids = self._hashes.get((node.scope.key, content_hash(node)), ())
         return [self.nodes[i] for i in ids if i in self.nodes]
+
+    def _unshare(self, scope: Scope) -> None:
+        """One memory fewer of ``scope`` mirrored: its shared object goes with its last one."""
+        self._scope_uses[scope] -= 1
+        if self._scope_uses[scope] <= 0:
+            del self._scope_uses[scope]
+            self._scopes.pop(scope, None)
 
     def _unhash(self, node: MemoryNode) -> None:
         """Drop ``node`` from the content-hash map (and its entry once empty: a memory

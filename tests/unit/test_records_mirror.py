@@ -32,6 +32,12 @@ def test_mirrored_memories_of_one_scope_share_one_scope_object_and_keep_their_fi
         records.put(MemoryNode(content="alpha 2", scope=Scope("acme", "u2"), id=a.id))
         assert records.nodes[a.id].scope is mc.scope and records.nodes[a.id].content == "alpha 2"
         assert records.twins(a) == []
+        # a scope's shared object goes with its last memory: scopes seen once are not kept
+        assert records.pop(b.id) is not None
+        assert Scope("acme", "u1") not in records._scopes and len(records._scopes) == 1
+        records.pop(a.id)
+        records.pop(c.id)
+        assert records._scopes == {} and not records._scope_uses
         records.reset()
         assert records.nodes == {}
         records.put(b)
