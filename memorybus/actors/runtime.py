@@ -2,10 +2,12 @@
 
 A client operation is a generator that yields what it waits for — a list of
 ObjectRefs (all must succeed), :class:`Within` (all must succeed within a
-time of their own) or :class:`Settled` (each result or its error) — and
-receives the results. :func:`run_sync` drives it with ``ray.get``,
-:func:`run_async` with ``await``. Errors raised inside actors come back as the
-original :class:`~memorybus.errors.MemoryBusError`, not Ray's wrapper.
+time of their own), :class:`Settled` (each result or its error) or
+:class:`~memorybus.actors.direct.Direct` (calls over same-node channels, all
+must succeed; through Ray when driven with ``await``) — and receives the
+results. :func:`run_sync` drives it with ``ray.get``, :func:`run_async` with
+``await``. Errors raised inside actors come back as the original
+:class:`~memorybus.errors.MemoryBusError`, not Ray's wrapper.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from typing import Any, TypeVar
 import ray
 import ray.exceptions as rex
 
+from memorybus.actors.direct import Direct, get_direct
 from memorybus.config import Config
 from memorybus.errors import ActorUnavailable, BusClosed, ConfigError, MemoryBusError, OperationTimeout
 
@@ -158,6 +161,8 @@ class _Drive:
 
     def refs(self) -> list[Any]:
         wanted = self.wanted
+        if isinstance(wanted, Direct):
+            return wanted.refs()
         return list(wanted.refs if isinstance(wanted, Within | Settled) else wanted)
 
     def close(self) -> None:
@@ -174,17 +179,25 @@ def run_sync(op: Op[T], timeout: float | None = None) -> T:
             try:
                 if isinstance(drive.wanted, Settled):
                     result: Any = _get_settled(drive.refs(), drive.deadline)
+                elif isinstance(drive.wanted, Direct):  # over same-node channels, else through Ray
+                    result = get_direct(drive.wanted, drive.wait.left, _ray_get)
                 else:
                     result = ray.get(drive.refs(), timeout=drive.wait.left())
-            except rex.GetTimeoutError:
+            except (rex.GetTimeoutError, OperationTimeout):
                 going = drive.advance(error=drive.wait.error())
             except rex.RayError as exc:  # the actor's own errors arrive wrapped in RayTaskError
                 going = drive.advance(error=unwrap(exc))
+            except MemoryBusError as exc:  # a shard's own error, raised back over a direct channel
+                going = drive.advance(error=exc)
             else:
                 going = drive.advance(result)
         return drive.value
     finally:
         drive.close()
+
+
+def _ray_get(refs: list[Any], timeout: float | None) -> Any:
+    return ray.get(refs, timeout=timeout)
 
 
 async def _await_one(ref: Any) -> Any:

@@ -47,6 +47,8 @@ class MemoryBus:
         self._hubs: list[Any] | None = None
         self._maintenance: dict[str, Any] = {}
         self._rr = 0
+        #: shard index -> (its handle, its direct channel or None); see client.channels
+        self._channels: dict[int, tuple[Any, Any]] = {}
         self._local_failed = False
         self._closed: str | None = None
         self._owns_actors = False

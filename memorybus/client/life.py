@@ -191,7 +191,10 @@ def all_handles(bus: MemoryBus) -> list[Any]:
 
 
 def release(bus: MemoryBus, reason: str) -> None:
+    from memorybus.client.channels import close_all
+
     bus._closed = reason
+    close_all(bus)
     bus._shards = bus._embedders = bus._hubs = None
     bus._maintenance = {}
 

@@ -14,12 +14,15 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import replace
+from functools import partial
 from typing import TYPE_CHECKING
 
 import numpy as np
 
 from memorybus.actors import runtime
+from memorybus.actors.direct import Direct, DirectCall
 from memorybus.actors.runtime import Op
+from memorybus.client.channels import channels
 from memorybus.client.operation import check_context, enums
 from memorybus.errors import InvalidRequest
 from memorybus.model import MemoryKind, MemoryStatus
@@ -101,13 +104,14 @@ def recall(
     # packed request; or the vector's ref beside it: Ray starts the shards' searches once
     # the embedder has it, with the vector inlined in the call (no fetch back from here)
     request = RecallRequest(context, k, kind_list or None, status_list, query, opts)
-    if encoder is not None:
+    if encoder is not None:  # a blocking call: over the shards' direct channels where it can
+        found = yield from channels(bus, owners)
         blob = pack_request(replace(request, vector=vector_bytes(encoder.encode([query])[0])))
-        refs = [handles[i].recall.remote(blob) for i in owners]
+        groups = yield Direct([DirectCall(c, blob, partial(handles[i].recall.remote, blob))
+                               for i, c in zip(owners, found, strict=True)])
     else:
         blob, vector = pack_request(request), bus._embedder().encode.remote([query])
-        refs = [handles[i].recall.remote(blob, vector) for i in owners]
-    groups = yield refs
+        groups = yield [handles[i].recall.remote(blob, vector) for i in owners]
     by_shard = sorted(zip(owners, groups, strict=True))  # merged in shard order, whatever order they were called in
     return merge_hits([unpack_hits(g) for _, g in by_shard], k)
 

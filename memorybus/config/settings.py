@@ -52,6 +52,10 @@ class Config:
     #: (many agents: their queries batch together). Memories are always embedded by
     #: the embedder actor.
     query_encoder: Literal["auto", "local", "embedder"] = "auto"
+    #: a synchronous recall whose query is embedded here sends it to the shards on this
+    #: node over their direct channels (a Unix socket each; see memorybus.actors.direct)
+    #: instead of a Ray call: the same answer, ~0.7-1.5 ms sooner. False: always Ray.
+    direct_reads: bool = True
     shard_num_cpus: float = 0.05
     #: custom Ray resources each shard / embedder actor requires (placement), e.g. {"memory_node": 0.01}
     shard_resources: tuple[tuple[str, float], ...] = ()

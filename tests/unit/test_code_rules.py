@@ -27,6 +27,8 @@ BROAD = {
     ("client/life.py", "run"): "the model loader thread keeps whatever loading raised; the joiner raises it",
     ("embedding.py", "_run"): "the batching worker hands whatever the model raised to every waiting "
     "caller's future; catching less would leave them waiting forever",
+    ("actors/direct.py", "_answer"): "a direct read hands whatever the shard's recall raised to its "
+    "caller, who raises it as the Ray call would",
     ("storage/vectors.py", "_open"): "qdrant_edge raises plain Exception for every failure",
     ("storage/vectors.py", "_call"): "qdrant_edge raises plain Exception for every failure",
     ("storage/vectors.py", "close"): "qdrant_edge raises plain Exception (a shard closed twice)",
