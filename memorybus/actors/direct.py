@@ -165,11 +165,16 @@ class Channel:
         self.broken = False
         self._idle: list[socket.socket] = []
         self._lock = threading.Lock()
+        self._pid = os.getpid()
 
     def send(self, request: bytes) -> socket.socket:
         """Send ``request`` on an idle (or new) connection; the connection to read the
         answer from. Raises :class:`ChannelError` when the channel fails."""
         with self._lock:
+            if self._pid != os.getpid():  # a forked child: its parent's connections are not its own
+                for inherited in self._idle:
+                    inherited.close()  # this process's copy only: the parent's stays open
+                self._idle, self._pid = [], os.getpid()
             sock = self._idle.pop() if self._idle else None
         try:
             if sock is None:

@@ -7,7 +7,8 @@ float32 bytes when the caller has it) and one ``bytes`` result (the hits):
 measured on a 2-core machine, 0.6-0.9 ms less per recall than a tuple of
 objects and an array each way. The format is the standard library's pickle, the
 same trust Ray already places in its peers (its own serialiser is pickle): it is
-never read from anything but a Ray call.
+never read from anything but a Ray call or a shard actor's direct channel, which
+serves only processes of the actor's own user (see :mod:`memorybus.actors.direct`).
 
 A blob that does not unpack as a request (truncated, another type, a vector of
 the wrong size) is an :class:`~memorybus.errors.InvalidRequest`.

@@ -158,3 +158,24 @@ def test_a_process_of_another_user_is_refused(server):
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() in ("b''", "error ConnectionResetError", "error BrokenPipeError")
     assert server.served == 0 and server.refused == 1
+
+
+def test_a_forked_child_never_reads_its_parents_answers(server):
+    ch = direct.Channel(server.address)
+    assert ch.receive(ch.send(b"parent"), 5) == b"tnerap"
+    inherited = ch._idle[0]
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: a call of its own, on a connection of its own
+        try:
+            ok = ch.receive(ch.send(b"child"), 5) == b"dlihc" and inherited not in ch._idle
+            os.write(write_end, b"1" if ok else b"0")
+        finally:
+            os._exit(0)
+    os.close(write_end)
+    for i in range(20):  # the parent's connection still answers the parent, and only it
+        assert ch.receive(ch.send(f"p{i}".encode()), 5) == f"p{i}".encode()[::-1]
+    assert ch._idle == [inherited]
+    assert os.read(read_end, 1) == b"1"
+    os.waitpid(pid, 0)
+    os.close(read_end)
