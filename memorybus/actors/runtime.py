@@ -93,6 +93,11 @@ def _first_line(exc: BaseException) -> str:
     return " ".join(lines[:1] + tail[:1])
 
 
+def node_id() -> str:
+    """The id of the Ray node this process runs on."""
+    return str(ray.get_runtime_context().get_node_id())
+
+
 def in_ray_worker() -> bool:
     """Whether this process is a Ray task or actor worker (not a driver)."""
     try:  # what RuntimeContext checks itself (its getters warn when called in a driver)

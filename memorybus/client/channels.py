@@ -12,10 +12,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-import ray
-
 from memorybus.actors import direct
-from memorybus.actors.runtime import Op, Settled
+from memorybus.actors.runtime import Op, Settled, node_id
 
 if TYPE_CHECKING:
     from memorybus.client import MemoryBus
@@ -30,7 +28,7 @@ def channels(bus: MemoryBus, shards: Sequence[int]) -> Op[list[direct.Channel | 
     missing = [i for i in shards if not _current(known.get(i), handles[i])]
     if missing:
         answers = yield Settled([handles[i].direct_channel.remote() for i in missing])
-        here = str(ray.get_runtime_context().get_node_id())
+        here = node_id()
         for i, info in zip(missing, answers, strict=True):
             if isinstance(info, BaseException):
                 continue  # asked again next time; the Ray call reports what is wrong
