@@ -86,6 +86,7 @@ class ChannelServer:
         self._sock.listen(64)
         self.served = 0
         self.refused = 0
+        self._count = threading.Lock()
         self._closed = False
         threading.Thread(target=self._accept, name="direct-accept", daemon=True).start()
 
@@ -129,7 +130,8 @@ class ChannelServer:
     def _answer(self, request: bytes) -> tuple[int, bytes]:
         try:
             result = self._handle(request)
-            self.served += 1
+            with self._count:
+                self.served += 1
             return _OK, result
         except Exception as exc:  # broad on purpose: the caller raises it, as Ray would
             try:
@@ -265,14 +267,20 @@ def get_direct(wanted: Direct, left: Callable[[], float | None], get: Callable[[
         sent.append(call.fallback())
         through_ray.append(True)
     out: list[Any] = []
-    for call, pending, ray_call in zip(wanted.calls, sent, through_ray, strict=True):
-        ref = pending
-        if not ray_call and call.channel is not None:
-            try:
-                out.append(call.channel.receive(pending, left()))
-                continue
-            except ChannelError as exc:
-                log.debug("direct channel %s failed (%s): through Ray", call.channel.address[1:], exc)
-                ref = call.fallback()
-        out.append(get([ref], left())[0])
+    try:
+        for call, pending, ray_call in zip(wanted.calls, sent, through_ray, strict=True):
+            ref = pending
+            if not ray_call and call.channel is not None:
+                try:
+                    out.append(call.channel.receive(pending, left()))
+                    continue
+                except ChannelError as exc:
+                    log.debug("direct channel %s failed (%s): through Ray", call.channel.address[1:], exc)
+                    ref = call.fallback()
+            out.append(get([ref], left())[0])
+    except BaseException:
+        for pending, ray_call in zip(sent[len(out) + 1:], through_ray[len(out) + 1:], strict=True):
+            if not ray_call:
+                pending.close()  # its answer is never read: the connection must not be reused
+        raise
     return out

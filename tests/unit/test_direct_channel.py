@@ -179,3 +179,13 @@ def test_a_forked_child_never_reads_its_parents_answers(server):
     assert os.read(read_end, 1) == b"1"
     os.waitpid(pid, 0)
     os.close(read_end)
+
+
+def test_when_one_call_raises_the_unread_answers_connections_are_closed(server):
+    ch = direct.Channel(server.address)
+    calls = [direct.DirectCall(ch, b"bad", lambda: "ref"), direct.DirectCall(ch, b"sleep0.2", lambda: "ref")]
+    with pytest.raises(InvalidRequest):
+        direct.get_direct(direct.Direct(calls), lambda: 5.0, lambda refs, timeout: ["through ray"])
+    assert len(ch._idle) == 1  # the first call's connection; the second's was closed, unread
+    time.sleep(0.3)
+    assert ch.receive(ch.send(b"after"), 5) == b"retfa"
