@@ -12,7 +12,7 @@ from typing import Any, TypeVar
 import numpy as np
 import ray
 
-from memorybus.actors import direct
+from memorybus.actors import direct, runtime
 from memorybus.actors.collector import collect_less
 from memorybus.actors.hub import HubPush
 from memorybus.actors.ingest import Ingest
@@ -344,7 +344,7 @@ class ShardActor:
         :mod:`memorybus.actors.direct`); None when this actor has no channel."""
         if self._direct is None:
             return None
-        return direct.ChannelInfo(str(ray.get_runtime_context().get_node_id()), self._direct.address)
+        return direct.ChannelInfo(runtime.node_id(), self._direct.address)
 
     @ray.method(concurrency_group="reads")
     def inspect(self, memory_id: str) -> tuple[MemoryNode, list[Event]] | None:
@@ -391,7 +391,7 @@ class ShardActor:
 
     @ray.method(concurrency_group="reads")
     def node_id(self) -> str:
-        return str(ray.get_runtime_context().get_node_id())
+        return runtime.node_id()
 
 
 def _row(vectors: np.ndarray) -> np.ndarray | None:

@@ -104,7 +104,7 @@ def recall(
     # packed request; or the vector's ref beside it: Ray starts the shards' searches once
     # the embedder has it, with the vector inlined in the call (no fetch back from here)
     request = RecallRequest(context, k, kind_list or None, status_list, query, opts)
-    if encoder is not None:  # a blocking call: over the shards' direct channels where it can
+    if encoder is not None:  # over the shards' direct channels where it can (through Ray when awaited)
         found = yield from channels(bus, owners)
         blob = pack_request(replace(request, vector=vector_bytes(encoder.encode([query])[0])))
         groups = yield Direct([DirectCall(c, blob, partial(handles[i].recall.remote, blob))
