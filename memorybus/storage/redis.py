@@ -80,6 +80,7 @@ if ARGV[3] ~= '' then
   if r then return {'done', r, redis.call('HGET', ok, 'q')} end
   if redis.call('HEXISTS', ok, 'f' .. ARGV[5]) == 1 then return {'fenced'} end
 end
+local seen = {}
 for _, op in ipairs(ops) do
   if op[1] == 'slot' then
     local cur = tonumber(redis.call('HGET', p .. ':h:' .. op[2] .. '\\31' .. op[3], 'q') or '0')
@@ -91,6 +92,9 @@ for _, op in ipairs(ops) do
       if v and redis.call('HGET', nk, 'd') ~= op[3] then
         return {'conflict', op[2], 0, tonumber(v)}
       end
+      local first = seen[op[2]]
+      if first and first[3] ~= op[3] then return {'conflict', op[2], 0, first[4]} end
+      seen[op[2]] = op
     else
       if not v then return {'missing', op[2]} end
       if op[4] >= 0 and tonumber(v) ~= op[4] then

@@ -54,6 +54,8 @@ CREATE TABLE IF NOT EXISTS fact_events (
 ) WITHOUT ROWID;
 """
 _COLS = "blob, version, access_count, last_accessed"
+#: ids per ``IN (...)`` lookup (well under SQLite's bound on a statement's parameters)
+_IN_GROUP = 500
 
 
 def fetch_all(lock: threading.Lock, db: sqlite3.Connection, sql: str,
@@ -146,26 +148,7 @@ class SqliteStore:
                 "ON CONFLICT(scope_key, mkey) DO UPDATE SET head=excluded.head, seq=excluded.seq",
                 (slot.scope_key, slot.key, slot.head_id, slot.expected_seq + slot.count),
             )
-        for node in batch.puts:
-            blob = encode_node(node)
-            row = db.execute("SELECT blob, version FROM nodes WHERE id=?", (node.id,)).fetchone()
-            if row is not None:
-                if bytes(row[0]) != blob:
-                    raise VersionConflict(node.id, 0, row[1])
-                continue
-            db.execute(
-                "INSERT INTO nodes(id, scope_key, mkey, version, access_count, last_accessed, blob)"
-                " VALUES (?,?,?,?,?,?,?)",
-                (
-                    node.id,
-                    node.scope.key,
-                    node.key,
-                    node.version,
-                    node.access_count,
-                    node.last_accessed,
-                    blob,
-                ),
-            )
+        self._insert_puts(db, batch.puts)
         for node, expected in batch.updates:
             cur = db.execute(
                 "UPDATE nodes SET version=?, blob=? WHERE id=? AND version=?",
@@ -180,18 +163,7 @@ class SqliteStore:
                 cur = db.execute("DELETE FROM nodes WHERE id=? AND version=?", (memory_id, expected_del))
             if cur.rowcount != 1:
                 self._raise_for(db, memory_id, expected_del)
-        seqs: list[int] = []
-        keys = batch.event_keys or [None] * len(batch.events)
-        for (scope_key, blob), key in zip(batch.events, keys, strict=True):
-            row = db.execute(
-                "INSERT INTO seqs(scope_key, seq) VALUES (?, 1) "
-                "ON CONFLICT(scope_key) DO UPDATE SET seq=seq+1 RETURNING seq",
-                (scope_key,),
-            ).fetchone()
-            db.execute("INSERT INTO events(scope_key, seq, blob) VALUES (?,?,?)", (scope_key, row[0], blob))
-            if key is not None:
-                db.execute("INSERT INTO fact_events(scope_key, mkey, seq) VALUES (?,?,?)", (scope_key, key, row[0]))
-            seqs.append(int(row[0]))
+        seqs = self._append_events(db, batch)
         if batch.op is not None:
             now = time.time()
             db.execute(
@@ -201,6 +173,65 @@ class SqliteStore:
             if now - self._pruned > min(60.0, self.op_retention):  # drop records past retention (<= once a min)
                 self._pruned = now
                 db.execute("DELETE FROM ops WHERE at < ?", (now - self.op_retention,))
+        return seqs
+
+    @staticmethod
+    def _insert_puts(db: sqlite3.Connection, puts: Sequence[MemoryNode]) -> None:
+        """Insert new nodes: one that is stored (or put earlier in the batch) with the
+        same record is skipped (a retry), one with another record is a conflict.
+        Existing ids are looked up in groups and the new rows inserted in one statement."""
+        if not puts:
+            return
+        blobs = [encode_node(n) for n in puts]
+        stored: dict[str, tuple[bytes, int]] = {}
+        ids = list(dict.fromkeys(n.id for n in puts))
+        for start in range(0, len(ids), _IN_GROUP):
+            group = ids[start : start + _IN_GROUP]
+            marks = ",".join("?" * len(group))
+            for mid, blob, version in db.execute(f"SELECT id, blob, version FROM nodes WHERE id IN ({marks})", group):
+                stored[mid] = (bytes(blob), version)
+        rows = []
+        for node, blob in zip(puts, blobs, strict=True):
+            held = stored.get(node.id)
+            if held is not None:
+                if held[0] != blob:
+                    raise VersionConflict(node.id, 0, held[1])
+                continue
+            stored[node.id] = (blob, node.version)
+            rows.append((node.id, node.scope.key, node.key, node.version, node.access_count, node.last_accessed, blob))
+        db.executemany(
+            "INSERT INTO nodes(id, scope_key, mkey, version, access_count, last_accessed, blob) VALUES (?,?,?,?,?,?,?)",
+            rows,
+        )
+
+    @staticmethod
+    def _append_events(db: sqlite3.Connection, batch: WriteBatch) -> list[int]:
+        """Give the batch's events the next sequence numbers of their scopes, in batch
+        order (one counter step per scope), and append them; their numbers, in order."""
+        counts: dict[str, int] = {}
+        for scope_key, _ in batch.events:
+            counts[scope_key] = counts.get(scope_key, 0) + 1
+        nxt: dict[str, int] = {}
+        for scope_key, count in counts.items():
+            (last,) = db.execute(
+                "INSERT INTO seqs(scope_key, seq) VALUES (?, ?) "
+                "ON CONFLICT(scope_key) DO UPDATE SET seq=seq+excluded.seq RETURNING seq",
+                (scope_key, count),
+            ).fetchone()
+            nxt[scope_key] = int(last) - count + 1
+        seqs: list[int] = []
+        for scope_key, _ in batch.events:
+            seqs.append(nxt[scope_key])
+            nxt[scope_key] += 1
+        db.executemany(
+            "INSERT INTO events(scope_key, seq, blob) VALUES (?,?,?)",
+            [(k, q, blob) for (k, blob), q in zip(batch.events, seqs, strict=True)],
+        )
+        keys = batch.event_keys or [None] * len(batch.events)
+        db.executemany(
+            "INSERT INTO fact_events(scope_key, mkey, seq) VALUES (?,?,?)",
+            [(k, key, q) for (k, _), key, q in zip(batch.events, keys, seqs, strict=True) if key is not None],
+        )
         return seqs
 
     def op_record(self, op: str) -> OpRecord | None:

@@ -99,6 +99,25 @@ def test_put_is_idempotent(store):
     assert store.count() == 1
 
 
+def test_large_batches_check_every_put_against_the_store_and_the_batch(store):
+    """More puts than one id lookup takes (SQLite looks ids up in groups of 500): every
+    stored one is still checked, and a repeat inside the batch counts like a stored one."""
+    first = [mk(f"m{i}") for i in range(1200)]
+    store.commit(WriteBatch(puts=first[:700]))
+    store.commit(WriteBatch(puts=first))  # 700 retries, 500 new
+    assert store.count() == 1200
+    extra = mk("extra")
+    store.commit(WriteBatch(puts=[extra, extra]))  # the same record twice: stored once
+    assert store.count() == 1201
+    late = mk("late")
+    with pytest.raises(VersionConflict):  # stored 1100 puts earlier in the id order, another record now
+        store.commit(WriteBatch(puts=[late, *first[:1100], first[1099].copy(content="changed")]))
+    with pytest.raises(VersionConflict):  # a repeat inside the batch with another record
+        store.commit(WriteBatch(puts=[late, late.copy(content="other")]))
+    assert store.get(late.id) is None and store.count() == 1201
+    assert store.get(first[1099].id).content == "m1099"
+
+
 def test_delete(store):
     a = mk("a", key="k")
     store.commit(WriteBatch(puts=[a]))
