@@ -110,7 +110,7 @@ def test_large_batches_check_every_put_against_the_store_and_the_batch(store):
     store.commit(WriteBatch(puts=[extra, extra]))  # the same record twice: stored once
     assert store.count() == 1201
     late = mk("late")
-    with pytest.raises(VersionConflict):  # stored 1100 puts earlier in the id order, another record now
+    with pytest.raises(VersionConflict):  # a stored memory, past the first lookup group, with another record
         store.commit(WriteBatch(puts=[late, *first[:1100], first[1099].copy(content="changed")]))
     with pytest.raises(VersionConflict):  # a repeat inside the batch with another record
         store.commit(WriteBatch(puts=[late, late.copy(content="other")]))
