@@ -94,9 +94,11 @@ class EmbedderPool:
         return self.wait(self.submit(texts), timeout)
 
     def submit(self, texts: Sequence[str]) -> list[Any]:
-        """Ask for the vectors of ``texts`` (at least one) without waiting: the replicas take
-        requests in the order they are submitted, so a caller that submits in order is
-        answered in order (:meth:`wait` for them)."""
+        """Ask for the vectors of ``texts`` (at least one) without waiting (:meth:`wait` for
+        them). A replica's batching queue serves the oldest request it holds first; Ray
+        starts an async actor's calls in about the order they were submitted but does not
+        promise it, so submitting in order makes in-order answers likely, not certain.
+        Either way each request's rows are its own texts' vectors."""
         try:
             return self._calls(texts)
         except ray.exceptions.RayError as exc:

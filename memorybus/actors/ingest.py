@@ -8,8 +8,10 @@ facts, an update of content, a consolidation summary) the shard:
    model work and before anything is written;
 2. encodes them on the bus's embedder pool (:class:`EmbedderPool`), holding no lock:
    reads go on, and so do other calls' first steps. A caller's calls ask the pool in the
-   order they decide, so they are embedded in the order they commit: none waits for
-   vectors queued behind a later call's;
+   order they decide, so they are normally embedded in the order they commit and none
+   waits for vectors queued behind a later call's (Ray does not promise an async
+   actor's call order; a call overtaken there only waits longer, its vectors are its
+   own);
 3. commits, as a write (one at a time).
 
 These writes run on the actor's ``ingest`` threads, so a caller's next call is

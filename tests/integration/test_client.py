@@ -468,25 +468,17 @@ def test_shard_actors_collect_garbage_less_often_and_leave_the_loaded_mirror_uns
     assert [h.content for h in bus.recall("when is the standup?", ctx, k=1)] == ["the standup moved to 9:30"]
 
 
-def test_the_embedder_pool_answers_requests_in_the_order_they_were_submitted(bus):
-    """A shard asks the pool for a call's vectors before its next call may decide
-    (memorybus.actors.ingest): that keeps commits from waiting on vectors queued behind a
-    later call's only if the embedder answers in submission order. Each request's rows
-    are its own texts' vectors."""
+def test_the_embedder_pool_answers_every_request_with_its_own_vectors(bus):
+    """Requests submitted to the pool at once, without waiting, each get their own texts'
+    vectors, one row per text in the texts' order. (Which is answered first is not
+    asserted here: Ray does not promise the order an async actor starts calls in; the
+    replica's own queue order is tested in tests/unit/test_embedding.py.)"""
     from memorybus.actors.embedder import EmbedderPool
 
     pool = EmbedderPool(bus.config)
     batches = [[f"request {r} text {i} about topic {i * 7 % 13}" for i in range(96)] for r in range(4)]
     submitted = [pool.submit(texts) for texts in batches]
-    refs = [calls[-1] for calls in submitted]
-    done: list[int] = []
-    pending = list(refs)
-    while pending:
-        ready, pending = ray.wait(pending, num_returns=1, timeout=120)
-        assert ready, "the embedder did not answer"
-        done.append(refs.index(ready[0]))
-    assert done == [0, 1, 2, 3]
     for texts, calls in zip(batches, submitted, strict=True):
         vectors = pool.wait(calls, 60)
         assert vectors.shape == (len(texts), bus.config.embedding_dim)
-        assert np.allclose(vectors[[0, -1]], bus.embed([texts[0], texts[-1]]), atol=1e-5)
+        assert np.allclose(vectors[[0, 50, -1]], bus.embed([texts[0], texts[50], texts[-1]]), atol=1e-5)

@@ -56,6 +56,30 @@ def test_batching_merges_concurrent_requests_and_keeps_order(embedder):
     assert 3 <= batching.batches <= 5
 
 
+def test_requests_queued_in_order_are_answered_in_order(embedder):
+    """The batching queue serves the oldest long request first, so a shard that asks for
+    one call's vectors before the next call's gets them first (memorybus.actors.ingest):
+    a later request never finishes before an earlier one, and each gets its own rows."""
+    batching = BatchingEmbedder(embedder, max_batch=32)
+    requests = [[f"request {r} text {i} about topic {i * 7 % 13}" for i in range(80)] for r in range(4)]
+    finished: list[int] = []
+
+    async def one(r: int):
+        out = await batching.encode(requests[r])
+        finished.append(r)
+        return out
+
+    async def main():
+        tasks = [asyncio.ensure_future(one(r)) for r in range(4)]
+        return await asyncio.gather(*tasks)
+
+    results = asyncio.run(main())
+    assert finished == [0, 1, 2, 3]
+    for texts, out in zip(requests, results, strict=True):
+        assert np.allclose(out[[0, 41, -1]], embedder.encode([texts[0], texts[41], texts[-1]]), atol=1e-5)
+    assert batching.batches == 10  # 320 texts in batches of at most 32, none split twice
+
+
 def test_long_requests_are_batched_by_length_and_returned_in_order(embedder, monkeypatch):
     """A long request (ingest) is cut into model batches in order of length, so a batch
     of short texts is not padded to a long one; the caller gets its own order back."""
