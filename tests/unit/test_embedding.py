@@ -77,7 +77,7 @@ def test_requests_queued_in_order_are_answered_in_order(embedder):
     assert finished == [0, 1, 2, 3]
     for texts, out in zip(requests, results, strict=True):
         assert np.allclose(out[[0, 41, -1]], embedder.encode([texts[0], texts[41], texts[-1]]), atol=1e-5)
-    assert batching.batches == 10  # 320 texts in batches of at most 32, none split twice
+    assert batching.batches == 10  # 320 texts, every batch full: a request's tail shares one with the next's head
 
 
 def test_long_requests_are_batched_by_length_and_returned_in_order(embedder, monkeypatch):
