@@ -53,6 +53,9 @@ _EXPORTS = {
     "OutcomeUnknown": "memorybus.errors",
     "PartialWrite": "memorybus.errors",
     "ScopeViolation": "memorybus.errors",
+    "NotAuthenticated": "memorybus.errors",
+    "NotAuthorized": "memorybus.errors",
+    "Grant": "memorybus.auth",
     "StoreMismatch": "memorybus.errors",
     "StoreUnavailable": "memorybus.errors",
     "Unavailable": "memorybus.errors",
@@ -91,6 +94,7 @@ __all__ = [
     "EventFilter",
     "EventKind",
     "FactResult",
+    "Grant",
     "GraphPolicy",
     "Inbox",
     "IndexUnavailable",
@@ -106,6 +110,8 @@ __all__ = [
     "MemoryNotFound",
     "MemoryPage",
     "MemoryStatus",
+    "NotAuthenticated",
+    "NotAuthorized",
     "OperationTimeout",
     "OutcomeUnknown",
     "PartialWrite",
@@ -142,6 +148,7 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:
+    from memorybus.auth import Grant
     from memorybus.client import MemoryBus, connect
     from memorybus.client.admin import Inspection
     from memorybus.client.listing import MemoryPage
@@ -160,6 +167,8 @@ if TYPE_CHECKING:
         InvalidRequest,
         MemoryBusError,
         MemoryNotFound,
+        NotAuthenticated,
+        NotAuthorized,
         OperationTimeout,
         OutcomeUnknown,
         PartialWrite,

@@ -97,6 +97,32 @@ class ScopeViolation(MemoryBusError, PermissionError):  # noqa: N818 - public AP
         return f"scope violation: access refused ({self.action})"
 
 
+class NotAuthenticated(MemoryBusError, PermissionError):  # noqa: N818 - public API name
+    """A call carried no valid credential: none, malformed, forged (bad signature),
+    expired, revoked, or signed with an unknown or retired key. Nothing changed."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+    def __str__(self) -> str:
+        return f"not authenticated: {self.reason}"
+
+
+class NotAuthorized(MemoryBusError, PermissionError):  # noqa: N818 - public API name
+    """A valid credential does not allow this call: an operator call from an agent,
+    a context or role outside the credential, a write with a read-only credential.
+    Nothing changed."""
+
+    def __init__(self, action: str, reason: str) -> None:
+        super().__init__(action, reason)
+        self.action = action
+        self.reason = reason
+
+    def __str__(self) -> str:
+        return f"not authorized: {self.action}: {self.reason}"
+
+
 class DeliveryFailed(MemoryBusError):  # noqa: N818 - public API name
     """A subscription's callback kept failing past its retries; the listener stopped
     (nothing of the failed batch was acknowledged: subscribing again resumes there)."""

@@ -18,6 +18,7 @@ from ray.exceptions import RayError
 
 from memorybus.actors.names import hub_actor_name, shard_actor_name
 from memorybus.actors.runtime import pick_one
+from memorybus.auth import gatekeeper_for
 from memorybus.config import Config
 from memorybus.errors import ConfigError
 from memorybus.events import Event, EventFilter
@@ -53,6 +54,7 @@ class HubActor:
         self.config = config
         self.partition = partition
         self.router = Router(config.num_shards)
+        self._gate = gatekeeper_for(config)
         self._shards: list[Any] | None = None
         self.hub = Hub(
             _kv(config, partition),
@@ -90,6 +92,7 @@ class HubActor:
         shards = self._shard_handles()
         owners = self._owners(context)
         per_shard = max(1, limit // max(1, len(owners)))
+        context = self._gate.as_service(context)  # a subscription's stored context: the hub reads for it
         results = await asyncio.gather(
             *(shards[i].read_events.remote(context, cursors, flt, per_shard) for i in owners)
         )
@@ -106,6 +109,7 @@ class HubActor:
     async def _last_seqs(self, context: Context) -> dict[str, int]:
         shards = self._shard_handles()
         out: dict[str, int] = {}
+        context = self._gate.as_service(context)
         for part in await asyncio.gather(
             *(shards[i].last_seqs.remote(context) for i in self._owners(context))
         ):
@@ -125,34 +129,42 @@ class HubActor:
         await self._ensure_restored()
         return self.partition
 
-    async def publish(self, events: list[Event]) -> None:
+    async def publish(self, auth: str, events: list[Event]) -> None:
+        """Events a shard committed (operator only: the shards' own credential)."""
+        self._gate.operator(auth, "publish")
         await self._ensure_restored()
         self.hub.publish(events)
 
     async def subscribe(
         self, name: str, context: Context, flt: EventFilter, target: Any, method: str, start: str
     ) -> dict[str, int]:
+        context = self._gate.admit(context, "subscribe", write=False)
         await self._ensure_restored()
         return await self.hub.subscribe(name, context, flt, target, method, start)
 
     async def unsubscribe(self, name: str, context: Context) -> bool:
+        context = self._gate.admit(context, "unsubscribe", write=False)
         await self._ensure_restored()
         return await self.hub.unsubscribe(name, context)
 
     async def cursors(self, name: str, context: Context) -> dict[str, int]:
+        context = self._gate.admit(context, "subscription_cursors", write=False)
         await self._ensure_restored()
         return self.hub.cursors(name, context)
 
     async def pull(self, name: str, context: Context, ack: dict[str, int] | None, timeout: float) -> list[Event]:
+        context = self._gate.admit(context, "pull", write=False)
         await self._ensure_restored()
         return await self.hub.pull(name, context, ack, timeout)
 
     async def stats(self, context: Context) -> dict[str, Any]:
+        context = self._gate.admit(context, "bus_stats", write=False)
         await self._ensure_restored()
         return self.hub.stats(context)
 
-    async def totals(self) -> dict[str, int]:
+    async def totals(self, auth: str = "") -> dict[str, int]:
         """Operator counters over every org (numbers only, no names): for ``memorybus top``."""
+        self._gate.operator(auth, "hub_stats")
         await self._ensure_restored()
         subs = list(self.hub.subs.values())
         return {
@@ -162,18 +174,22 @@ class HubActor:
             "replaying": sum(1 for s in subs if s.needs_replay or s.more),
         }
 
-    async def flush(self) -> int:
-        """Write the moved subscription cursors now (before a planned stop)."""
+    async def flush(self, auth: str = "") -> int:
+        """Write the moved subscription cursors now (before a planned stop; any valid credential)."""
+        if not self._gate.trusted:
+            self._gate.grant(auth)
         return self.hub.flush()
 
-    async def close(self) -> None:
-        """Write the moved cursors and close the durable state (before a planned stop)."""
+    async def close(self, auth: str = "") -> None:
+        """Write the moved cursors and close the durable state (before a planned stop; operator only)."""
+        self._gate.operator(auth, "close")
         self.hub.flush()
         self.hub.kv.close()
 
     async def broadcast(self, context: Context, memory_id: str, to: str, op: str | None = None) -> Any:
         """Widen a memory: the owning shard checks and builds the copy, the shard of the
         wider scope stores it (idempotently)."""
+        context = self._gate.admit(context, "broadcast", write=True)
         shards = self._shard_handles()
         routed = self.router.shard_for_id(memory_id)  # the one shard that may hold it
         asked = shards if routed is None else [shards[routed]]
@@ -187,14 +203,19 @@ class HubActor:
     async def pid(self) -> int:
         return os.getpid()
 
+    async def auth_reload(self) -> None:
+        """Read the key ring again now (after a rotation or revocation)."""
+        self._gate.reload()
+
 
 class HubPush:
     """A shard's live push of the events it committed to the hub actor of each event's
     org partition: fire and forget, best effort (the durable event log is the fallback
     when a push is lost). A hub that is not running yet is looked for again next time."""
 
-    def __init__(self, config: Config) -> None:
+    def __init__(self, config: Config, token: Any = lambda: "") -> None:
         self.config = config
+        self._token = token  # the shard's own (operator) credential
         self._hubs: dict[int, Any] = {}
 
     def _hub(self, partition: int) -> Any:
@@ -215,7 +236,7 @@ class HubPush:
             hub = self._hub(partition)
             if hub is not None:
                 try:
-                    hub.publish.remote(evs)
+                    hub.publish.remote(self._token(), evs)
                 except ray.exceptions.RayError:  # the log has the events
                     self._hubs.pop(partition, None)
 

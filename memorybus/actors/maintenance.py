@@ -25,6 +25,7 @@ from ray.util import metrics
 
 from memorybus.actors.names import shard_actor_name
 from memorybus.actors.runtime import unwrap
+from memorybus.auth import gatekeeper_for
 from memorybus.clock import Clock, SystemClock
 from memorybus.config import Config, ConsolidationPolicy, DecayPolicy
 from memorybus.errors import InvalidRequest, MemoryBusError
@@ -50,6 +51,7 @@ class _Scheduled:
         self.config = config
         self.clock = clock or SystemClock()
         self.status_ = RunStatus(self.kind)
+        self._gate = gatekeeper_for(config)
         self._task: asyncio.Task[None] | None = None
         tags = {"namespace": config.namespace}
         self._runs = metrics.Counter(f"memorybus_{self.kind}_runs", "maintenance runs", tag_keys=("namespace",))
@@ -75,14 +77,27 @@ class _Scheduled:
             )
         return when
 
-    async def run_once(self, now: float | None = None, within: Context | None = None, **kw: Any) -> dict[str, Any]:
+    async def run_once(self, now: float | None = None, within: Context | None = None, auth: str = "",
+                       **kw: Any) -> dict[str, Any]:  # fmt: skip
         """One run at ``now`` over the scopes ``within`` manages (None: every scope).
 
-        Returns the actor's status for a full run, and for a scoped run the same
-        fields describing that run alone (nothing about other orgs)."""
-        when = self._when(now)
+        Checked first: ``within``'s credential must allow a write there; a run at an
+        explicit ``now`` or over every scope is an operator call (``auth``, or the
+        operator's credential on ``within``). Returns the actor's status for a full
+        run, and for a scoped run the same fields describing that run alone (nothing
+        about other orgs)."""
         if within is not None and not isinstance(within, Context):
             raise InvalidRequest("context", "must be a Context")
+        if within is not None:
+            within = self._gate.admit(within, f"run_{self.kind}", write=True)
+        if not self._gate.trusted and (within is None or now is not None):
+            token = auth or (within.credential if within is not None else "")
+            self._gate.operator(token, f"run_{self.kind} with an explicit now or over every scope")
+        return await self._run_once(now, within, **kw)
+
+    async def _run_once(self, now: float | None = None, within: Context | None = None,
+                        **kw: Any) -> dict[str, Any]:  # fmt: skip
+        when = self._when(now)
         started = time.perf_counter()
         try:
             counts = await self._run(when, within=within, **kw)
@@ -108,22 +123,29 @@ class _Scheduled:
         while True:
             await asyncio.sleep(interval)
             with contextlib.suppress(MemoryBusError):  # recorded in status; the schedule goes on
-                await self.run_once()
+                await self._run_once()
 
-    async def start(self, interval: float | None = None) -> bool:
+    async def start(self, auth: str = "", interval: float | None = None) -> bool:
+        self._gate.operator(auth, "schedule_maintenance")
         if self._task is None or self._task.done():
             self._task = asyncio.get_running_loop().create_task(self._loop(interval or self.interval))
             return True
         return False
 
-    async def stop(self) -> bool:
+    async def stop(self, auth: str = "") -> bool:
+        self._gate.operator(auth, "stop maintenance")
         if self._task is not None and not self._task.done():
             self._task.cancel()
             return True
         return False
 
-    async def status(self) -> dict[str, Any]:
+    async def status(self, auth: str = "") -> dict[str, Any]:
+        self._gate.operator(auth, "maintenance_status")
         return {**self.status_.as_dict(), "scheduled": self._task is not None and not self._task.done()}
+
+    async def auth_reload(self) -> None:
+        """Read the key ring again now (after a rotation or revocation)."""
+        self._gate.reload()
 
 
 class DecayActor(_Scheduled):
@@ -137,7 +159,8 @@ class DecayActor(_Scheduled):
     async def _run(self, now: float, within: Context | None = None) -> dict[str, int]:
         op = uuid.uuid4().hex  # one sweep: a shard re-running it (Ray retry) answers from its record
         parts = await asyncio.gather(
-            *(s.decay_sweep.remote(now, self.policy, op, within) for s in _shards(self.config))
+            *(s.decay_sweep.remote(self._gate.service_token(), now, self.policy, op, within)
+              for s in _shards(self.config))
         )
         total = {"scanned": 0, "archived": 0, "expired": 0}
         for part in parts:
@@ -180,7 +203,8 @@ class ConsolidationActor(_Scheduled):
     ) -> dict[str, int]:
         shards = _shards(self.config)
         plans: list[list[Cluster]] = await asyncio.gather(
-            *(s.consolidation_plan.remote(now, self.policy, scopes, due_only, within) for s in shards)
+            *(s.consolidation_plan.remote(self._gate.service_token(), now, self.policy, scopes, due_only, within)
+              for s in shards)
         )
         work = [(shard, c) for shard, clusters in zip(shards, plans, strict=True) for c in clusters]
         counts = {"clusters": len(work), "consolidated": 0, "sources": 0, "contradictions": 0}
@@ -195,6 +219,7 @@ class ConsolidationActor(_Scheduled):
         results = await asyncio.gather(
             *(
                 shard.apply_consolidation.remote(
+                    self._gate.service_token(),
                     [m.id for m in c.members], text, now, self.policy, uuid.uuid4().hex, within
                 )
                 for (shard, c), text in zip(work, texts, strict=True)
@@ -207,5 +232,6 @@ class ConsolidationActor(_Scheduled):
                 counts["contradictions"] += len(sem.contradicts)
         return counts
 
-    async def run_once(self, now: float | None = None, within: Context | None = None, **kw: Any) -> dict[str, Any]:
-        return await super().run_once(now, within, **kw)
+    async def run_once(self, now: float | None = None, within: Context | None = None, auth: str = "",
+                       **kw: Any) -> dict[str, Any]:  # fmt: skip
+        return await super().run_once(now, within, auth, **kw)

@@ -16,16 +16,16 @@ from memorybus.actors import direct, runtime
 from memorybus.actors.collector import collect_less
 from memorybus.actors.hub import HubPush
 from memorybus.actors.ingest import Ingest
-from memorybus.config import Config, ConsolidationPolicy, DecayPolicy
+from memorybus.actors.shard_admin import OperatorCalls
+from memorybus.auth import gatekeeper_for
+from memorybus.config import Config
 from memorybus.errors import StoreUnavailable
 from memorybus.events import Event, EventFilter
-from memorybus.maintenance import Cluster
 from memorybus.model import MemoryNode
 from memorybus.retrieval.wire import pack_hits, query_vector, unpack_request
 from memorybus.scopes import Context, Scope
 from memorybus.shard import FactResult, Shard
 from memorybus.shard.build import open_shard
-from memorybus.transfer import EventDigests, LoggedEvent, Slot
 
 T = TypeVar("T")
 
@@ -34,7 +34,7 @@ T = TypeVar("T")
 _CHECKPOINT_IDLE = 10.0
 
 
-class ShardActor:
+class ShardActor(OperatorCalls):
     """Owns the scopes routed to shard ``name``.
 
     Writes commit one at a time; reads run on a thread of their own (the ``reads``
@@ -54,7 +54,8 @@ class ShardActor:
     def __init__(self, config: Config, name: str) -> None:
         self.name = name
         self.config = config
-        self._push = HubPush(config)
+        self._gate = gatekeeper_for(config)
+        self._push = HubPush(config, self._gate.service_token)
         self._shard: Shard | None = None
         self._open_lock = threading.Lock()
         self._ingest = Ingest(config)
@@ -96,9 +97,10 @@ class ShardActor:
         gc.freeze()
         return shard
 
-    def close(self) -> None:
+    def close(self, auth: str = "") -> None:
         """Flush and close the store and index cleanly (SQLite: WAL checkpointed into
-        the main file). A later call opens them again."""
+        the main file). A later call opens them again (operator only)."""
+        self._gate.operator(auth, "close")
         with self._open_lock:
             shard, self._shard = self._shard, None
             if shard is not None:
@@ -171,6 +173,7 @@ class ShardActor:
     def assert_fact(
         self, context: Context, node: MemoryNode, strategy: str | None, op: str | None = None
     ) -> FactResult:
+        context = self._gate.admit(context, "assert_fact", write=True)
         return self._embedded(
             lambda shard: shard.embedding_texts(context, [node]),
             lambda shard, vectors: shard.assert_fact(context, node, _row(vectors), strategy, op=op),
@@ -180,67 +183,41 @@ class ShardActor:
     def assert_facts(
         self, context: Context, nodes: list[MemoryNode], strategy: str | None, op: str | None = None
     ) -> list[FactResult]:
+        context = self._gate.admit(context, "assert_facts", write=True)
         return self._embedded(
             lambda shard: shard.embedding_texts(context, nodes),
             lambda shard, vectors: shard.assert_facts(context, nodes, vectors, strategy, op=op),
         )
 
-    def decay_sweep(
-        self, now: float, policy: DecayPolicy, op: str | None = None, within: Context | None = None
-    ) -> dict[str, int]:
-        return self._write(lambda shard: shard.decay_sweep(now, policy, op=op, within=within))
-
-    @ray.method(concurrency_group="reads")
-    def consolidation_plan(
-        self,
-        now: float,
-        policy: ConsolidationPolicy,
-        scopes: list[str] | None,
-        due_only: bool,
-        within: Context | None = None,
-    ) -> list[Cluster]:
-        return self._read(lambda shard: shard.consolidation_plan(now, policy, scopes, due_only, within=within))
-
-    @ray.method(concurrency_group="ingest")
-    def apply_consolidation(
-        self,
-        member_ids: list[str],
-        text: str,
-        now: float,
-        policy: ConsolidationPolicy,
-        op: str | None = None,
-        within: Context | None = None,
-    ) -> MemoryNode | None:
-        return self._embedded(
-            lambda shard: shard.texts.summary(text),
-            lambda shard, vectors: shard.apply_consolidation(
-                member_ids, text, vectors[0], now, policy, op=op, within=within
-            ),
-        )
-
     @ray.method(concurrency_group="reads")
     def current_fact(self, context: Context, key: str, scope: Scope) -> MemoryNode | None:
+        context = self._gate.admit(context, "current_fact", write=False)
         return self._read(lambda shard: shard.current_fact(context, key, scope))
 
     @ray.method(concurrency_group="reads")
     def history(self, context: Context, key: str, scope: Scope) -> list[Event]:
+        context = self._gate.admit(context, "history", write=False)
         return self._read(lambda shard: shard.history(context, key, scope))
 
     @ray.method(concurrency_group="reads")
     def broadcast_source(self, context: Context, memory_id: str, to: str) -> MemoryNode:
+        context = self._gate.admit(context, "broadcast", write=True)
         return self._read(lambda shard: shard.broadcast_source(context, memory_id, to))
 
     def put_broadcast(self, context: Context, copy: MemoryNode, op: str | None = None) -> MemoryNode:
+        context = self._gate.admit(context, "broadcast", write=True)
         return self._write(lambda shard: shard.put_broadcast(context, copy, op=op))
 
     @ray.method(concurrency_group="reads")
     def read_events(
         self, context: Context, cursors: dict[str, int], flt: EventFilter | None, limit: int
     ) -> tuple[list[Event], dict[str, int], bool]:
+        context = self._gate.admit(context, "read_events", write=False)
         return self._read(lambda shard: shard.read_events_page(context, cursors, flt, limit))
 
     @ray.method(concurrency_group="reads")
     def last_seqs(self, context: Context) -> dict[str, int]:
+        context = self._gate.admit(context, "read_events", write=False)
         return self._read(lambda shard: shard.last_seqs(context))
 
     @ray.method(concurrency_group="ingest")
@@ -250,6 +227,7 @@ class ShardActor:
         """Store new memories (see :meth:`memorybus.shard.Shard.put_many`); the shard
         decides their texts and embeds them. ``after``: the operation id of the call the
         caller sent this shard just before, which commits first (see :meth:`_embedded`)."""
+        context = self._gate.admit(context, "remember", write=True)
         return self._embedded(
             lambda shard: shard.embedding_texts(context, nodes),
             lambda shard, vectors: shard.put_many(context, nodes, vectors, op=op),
@@ -259,12 +237,14 @@ class ShardActor:
 
     @ray.method(concurrency_group="reads")
     def check_puts(self, context: Context, nodes: list[MemoryNode]) -> int:
+        context = self._gate.admit(context, "remember", write=True)
         return self._read(lambda shard: shard.check_puts(context, nodes))
 
     @ray.method(concurrency_group="ingest")
     def update(
         self, context: Context, memory_id: str, expected_version: int, changes: dict[str, Any], op: str | None = None
     ) -> MemoryNode:
+        context = self._gate.admit(context, "update", write=True)
         return self._embedded(
             lambda shard: shard.update_texts(context, memory_id, changes),
             lambda shard, vectors: shard.update(context, memory_id, expected_version, changes, _row(vectors), op=op),
@@ -273,10 +253,12 @@ class ShardActor:
     def delete(
         self, context: Context, memory_id: str, expected_version: int | None = None, op: str | None = None
     ) -> bool:
+        context = self._gate.admit(context, "forget", write=True)
         return self._write(lambda shard: shard.delete(context, memory_id, expected_version, op=op))
 
     @ray.method(concurrency_group="reads")
     def get(self, context: Context, memory_id: str, with_embedding: bool = False) -> MemoryNode:
+        context = self._gate.admit(context, "get", write=False)
         return self._read(lambda shard: shard.get(context, memory_id, with_embedding=with_embedding))
 
     @ray.method(concurrency_group="reads")
@@ -291,74 +273,41 @@ class ShardActor:
         (planning first and fetching the vector after measured 0.4-0.7 ms slower).
         """
         req = unpack_request(request)
+        context = self._gate.admit(req.context, "recall", write=False)
         vec = query_vector(req, vector)
         return pack_hits(self._read(lambda shard: shard.search(
-            req.context, vec, req.k, kinds=req.kinds, statuses=req.statuses, query=req.query, options=req.options
+            context, vec, req.k, kinds=req.kinds, statuses=req.statuses, query=req.query, options=req.options
         )))
 
     @ray.method(concurrency_group="reads")
-    def list_memories(self, context: Context | None, filters: dict[str, Any]) -> list[MemoryNode]:
-        """:meth:`memorybus.shard.Shard.list_memories`; ``filters`` are its keyword arguments."""
+    def list_memories(self, context: Context | None, filters: dict[str, Any], auth: str = "") -> list[MemoryNode]:
+        """:meth:`memorybus.shard.Shard.list_memories`; ``filters`` are its keyword arguments.
+        Without a context (every scope) an operator call."""
+        if context is None:
+            self._gate.operator(auth, "list_memories")
+        else:
+            context = self._gate.admit(context, "list_memories", write=False)
         return self._read(lambda shard: shard.list_memories(context, **filters))
 
-    # operator calls (no caller context; see memorybus.shard.transfer)
     @ray.method(concurrency_group="reads")
-    def export_nodes(self, outer: Scope | None, after: str | None, limit: int) -> tuple[list[bytes], str | None]:
-        return self._read(lambda shard: shard.export_nodes(outer, after, limit))
-
-    @ray.method(concurrency_group="reads")
-    def export_events(
-        self, outer: Scope | None, scope_key: str | None, after: int, limit: int
-    ) -> tuple[list[LoggedEvent], tuple[str, int] | None]:
-        return self._read(lambda shard: shard.export_events(outer, scope_key, after, limit))
-
-    @ray.method(concurrency_group="reads")
-    def export_slots(self, outer: Scope | None) -> list[Slot]:
-        return self._read(lambda shard: shard.export_slots(outer))
-
-    @ray.method(concurrency_group="reads")
-    def import_conflicts(
-        self, digests: list[tuple[str, str]], owned: list[str], events: EventDigests, slots: list[Slot]
-    ) -> list[str]:
-        return self._read(lambda shard: shard.import_conflicts(digests, owned, events, slots))
-
-    def import_records(
-        self, nodes: list[MemoryNode], events: list[LoggedEvent], slots: list[Slot]
-    ) -> dict[str, int]:
-        return self._write(lambda shard: shard.import_records(nodes, events, slots))
-
-    @ray.method(concurrency_group="reads")
-    def stats(self) -> dict[str, Any]:
-        """The shard's counts (:meth:`memorybus.shard.Shard.stats`) and, under ``process``,
-        this actor's process: its pid, the garbage collector's thresholds, how many
-        objects it leaves unscanned (frozen after the shard's rebuild) and how many
-        recalls its direct channel answered."""
-        counts = self._read(lambda shard: shard.stats())
-        served = self._direct.served if self._direct is not None else 0
-        return {**counts, "process": {"pid": os.getpid(), "gc_threshold": list(gc.get_threshold()),
-                                      "gc_frozen": gc.get_freeze_count(), "direct_recalls": served}}
-
-    @ray.method(concurrency_group="reads")
-    def direct_channel(self) -> direct.ChannelInfo | None:
+    def direct_channel(self, auth: str = "") -> direct.ChannelInfo | None:
         """Where a caller on this node sends :meth:`recall` requests without Ray (see
         :mod:`memorybus.actors.direct`); None when this actor has no channel."""
+        if not self._gate.trusted:
+            self._gate.grant(auth)  # any valid credential
         if self._direct is None:
             return None
         return direct.ChannelInfo(runtime.node_id(), self._direct.address)
 
     @ray.method(concurrency_group="reads")
-    def inspect(self, memory_id: str) -> tuple[MemoryNode, list[Event]] | None:
-        return self._read(lambda shard: shard.inspect(memory_id))
-
-    @ray.method(concurrency_group="reads")
-    def peek(self, ids: list[str]) -> list[MemoryNode]:
-        return self._read(lambda shard: shard.peek(ids))
-
-    @ray.method(concurrency_group="reads")
     def pinned(self, context: Context) -> list[MemoryNode]:
+        context = self._gate.admit(context, "context_for", write=False)
         return self._read(lambda shard: shard.pinned(context))
 
-    def flush(self) -> int:
+    def flush(self, auth: str = "") -> int:
+        """Write pending access statistics now (any valid credential)."""
+        if not self._gate.trusted:
+            self._gate.grant(auth)
         return self._write(lambda shard: shard.flush())
 
     def flush_touches(self) -> int:
@@ -373,17 +322,6 @@ class ShardActor:
             shard.repair_index()
             shard.checkpoint_index(idle=_CHECKPOINT_IDLE)
             return shard.flush(wait=False, outside=shard.gate.committing)  # recalls go on meanwhile
-
-    @ray.method(concurrency_group="reads")
-    def count(self) -> int:
-        return self._read(lambda shard: shard.count())
-
-    @ray.method(concurrency_group="reads")
-    def identity(self) -> dict[str, Any]:
-        """The storage this shard serves (see ``Config.storage_identity``); opens the
-        shard first, so a store that cannot be opened fails ``connect``."""
-        self._s()
-        return self.config.storage_identity()
 
     @ray.method(concurrency_group="reads")
     def pid(self) -> int:

@@ -16,10 +16,11 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from memorybus.actors import runtime
-from memorybus.client import admin, facts, life, listing, maintenance, memories, queries, subscriptions
+from memorybus.auth import Grant
+from memorybus.client import admin, facts, identity, life, listing, maintenance, memories, queries, subscriptions
 from memorybus.client.operation import operations
 from memorybus.config import Config
-from memorybus.errors import InvalidRequest, MemoryBusError
+from memorybus.errors import InvalidRequest, MemoryBusError, NotAuthorized
 from memorybus.items import build_memory
 from memorybus.model import MemoryNode
 from memorybus.pubsub.routing import partition_of
@@ -53,6 +54,10 @@ class MemoryBus:
         self._closed: str | None = None
         self._owns_actors = False
         self._owns_ray = False
+        #: the credential every call carries and what it says (None: trusted mode, or
+        #: a handle not yet connected); see memorybus.client.identity
+        self._credential: str | None = None
+        self._grant: Grant | None = None
 
     # ------------------------------------------------------------- operations
     remember, remember_async = operations(memories.remember, "write")
@@ -92,6 +97,32 @@ class MemoryBus:
     hub_stats, hub_stats_async = operations(admin.hub_stats, 60)
     inspect, inspect_async = operations(admin.inspect, None)
 
+    # --------------------------------------------------------------- identity
+    def issue_credential(self, org: str | None = None, user: str = "", agent: str = "", session: str = "",
+                         **grant: Any) -> str:  # fmt: skip
+        """A signed credential for a principal (operator only; see
+        :func:`memorybus.client.identity.issue_credential` for ``roles``, ``levels``,
+        ``rights``, ``ttl``, ``operator``)."""
+        return identity.issue_credential(self, org, user, agent, session, **grant)
+
+    def as_agent(self, credential: str) -> MemoryBus:
+        """A handle on this bus bound to ``credential``: its calls act as that principal
+        (no context argument needed, or a narrower one inside it); it pickles into Ray
+        tasks and actors. See :mod:`memorybus.client.identity`."""
+        return identity.as_agent(self, credential)
+
+    def rotate_org_secret(self, org: str, grace: float = 3600.0) -> str:
+        """A new signing secret for ``org``; old credentials are refused after ``grace`` s."""
+        return identity.rotate_org_secret(self, org, grace)
+
+    def revoke_credential(self, credential: str) -> str:
+        """Refuse ``credential`` from now on, in every actor; returns its id."""
+        return identity.revoke_credential(self, credential)
+
+    def whoami(self) -> Grant | None:
+        """What this handle's credential grants (None in trusted mode)."""
+        return self._grant
+
     # -------------------------------------------------------------- lifecycle
     @property
     def closed(self) -> bool:
@@ -118,10 +149,15 @@ class MemoryBus:
         ``seconds`` with OperationTimeout (None: wait as long as it takes)."""
         other = MemoryBus(self.config.with_(read_timeout=seconds, write_timeout=seconds))
         other._shards, other._embedders, other._hubs = self._shards, self._embedders, self._hubs
+        other._credential, other._grant = self._credential, self._grant
         return other
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return (MemoryBus, (self.config,))
+        if self._grant is not None and self._grant.operator:
+            raise NotAuthorized(
+                "pickle", "the operator's handle does not leave its process: hand agents "
+                "bus.as_agent(bus.issue_credential(...)) (an operator credential, deliberately, for another operator)")
+        return (_unpickle, (self.config, self._credential))
 
     # ----------------------------------------------------------------- wiring
     def _check_open(self) -> None:
@@ -217,6 +253,13 @@ class MemoryBus:
         if mode != "auto":
             return mode == "local"
         return blocking and not self._local_failed and not runtime.in_ray_worker()
+
+
+def _unpickle(config: Config, credential: str | None) -> MemoryBus:
+    bus = MemoryBus(config)
+    if credential:
+        bus._credential, bus._grant = credential, identity.peek(credential)
+    return bus
 
 
 def connect(config: Config | None = None, **ray_init_kwargs: Any) -> MemoryBus:

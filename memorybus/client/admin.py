@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from memorybus.actors.runtime import Op, Within
+from memorybus.client.identity import require_operator
 from memorybus.errors import InvalidRequest, MemoryNotFound
 from memorybus.events import Event
 from memorybus.model import RELATION_FIELDS, MemoryNode
@@ -60,6 +61,7 @@ def export(bus: MemoryBus, path: str | os.PathLike[str], *, within: Scope | None
     event history and fact heads of those scopes, to ``path``; returns the counts."""
     if within is not None and not isinstance(within, Scope):
         raise InvalidRequest("within", "must be a Scope or None")
+    auth = require_operator(bus, "export")
     handles = bus._shard_handles()
     header = {
         "namespace": bus.config.namespace,
@@ -71,7 +73,7 @@ def export(bus: MemoryBus, path: str | os.PathLike[str], *, within: Scope | None
         for shard in handles:
             after: str | None = None
             while True:
-                (blobs, after) = (yield Within([shard.export_nodes.remote(within, after, _PAGE)], _WAIT))[0]
+                (blobs, after) = (yield Within([shard.export_nodes.remote(auth, within, after, _PAGE)], _WAIT))[0]
                 for blob in blobs:
                     writer.node(blob)
                 if after is None:
@@ -80,11 +82,11 @@ def export(bus: MemoryBus, path: str | os.PathLike[str], *, within: Scope | None
             position: tuple[str, int] | None = (None, 0)  # type: ignore[assignment]
             while position is not None:
                 scope_key, seq = position
-                page = shard.export_events.remote(within, scope_key, seq, _EVENTS_PAGE)
+                page = shard.export_events.remote(auth, within, scope_key, seq, _EVENTS_PAGE)
                 events, position = (yield Within([page], _WAIT))[0]
                 for key, n, blob in events:
                     writer.event(key, n, blob)
-        for slots in (yield Within([s.export_slots.remote(within) for s in handles], _WAIT)):
+        for slots in (yield Within([s.export_slots.remote(auth, within) for s in handles], _WAIT)):
             for slot in slots:
                 writer.slot(*slot)
         return writer.finish()
@@ -96,6 +98,7 @@ def export(bus: MemoryBus, path: str | os.PathLike[str], *, within: Scope | None
 # ------------------------------------------------------------------ import
 def import_(bus: MemoryBus, path: str | os.PathLike[str]) -> Op[dict[str, int]]:
     """Restore an :meth:`export` file into this bus; returns what was written."""
+    auth = require_operator(bus, "import")
     data = read_export(path, dim=bus.config.embedding_dim)
     handles = bus._shard_handles()
     count = len(handles)
@@ -115,7 +118,7 @@ def import_(bus: MemoryBus, path: str | os.PathLike[str]) -> Op[dict[str, int]]:
         logs: EventDigests = {}
         for scope_key, seq, blob in events[i]:
             logs.setdefault(scope_key, []).append((seq, event_digest(blob)))
-        checks.append(shard.import_conflicts.remote(digests, owned, logs, slots[i]))
+        checks.append(shard.import_conflicts.remote(auth, digests, owned, logs, slots[i]))
     conflicts = [c for found in (yield Within(checks, _WAIT)) for c in found]
     if conflicts:
         more = f" (and {len(conflicts) - 5} more)" if len(conflicts) > 5 else ""
@@ -130,7 +133,7 @@ def import_(bus: MemoryBus, path: str | os.PathLike[str]) -> Op[dict[str, int]]:
         parts += [([], events[i][j : j + _EVENTS_PAGE], []) for j in range(0, len(events[i]), _EVENTS_PAGE)]
         parts.append(([], [], slots[i]))
         for part_nodes, part_events, part_slots in parts:
-            ref = shard.import_records.remote(part_nodes, part_events, part_slots)
+            ref = shard.import_records.remote(auth, part_nodes, part_events, part_slots)
             written.update((yield Within([ref], _WAIT))[0])
     return {k: written.get(k, 0) for k in ("nodes", "events", "slots")}
 
@@ -140,7 +143,8 @@ def stats(bus: MemoryBus) -> Op[dict[str, Any]]:
     """Counts per shard and per scope: ``{"memories", "shards": [...], "by_scope",
     "by_kind", "by_status", "events", "facts"}`` (each shard's own counts in
     ``shards``)."""
-    shards = yield [s.stats.remote() for s in bus._shard_handles()]
+    auth = require_operator(bus, "stats")
+    shards = yield [s.stats.remote(auth) for s in bus._shard_handles()]
     total: dict[str, Any] = {"memories": 0, "events": 0, "facts": 0, "shards": shards}
     for name in ("by_scope", "by_kind", "by_status"):
         merged: Counter[str] = Counter()
@@ -156,7 +160,8 @@ def stats(bus: MemoryBus) -> Op[dict[str, Any]]:
 def hub_stats(bus: MemoryBus) -> Op[list[dict[str, int]]]:
     """Each hub actor's totals over every org: events published and delivered,
     subscriptions, and how many are replaying from the log."""
-    totals = yield [bus._hub(p).totals.remote() for p in range(bus.config.bus.partitions)]
+    auth = require_operator(bus, "hub_stats")
+    totals = yield [bus._hub(p).totals.remote(auth) for p in range(bus.config.bus.partitions)]
     return list(totals)
 
 
@@ -166,8 +171,9 @@ def inspect(bus: MemoryBus, memory_id: str) -> Op[Inspection]:
     name). Raises MemoryNotFound."""
     if not isinstance(memory_id, str) or not memory_id:
         raise InvalidRequest("memory_id", "must be a non-empty string")
+    auth = require_operator(bus, "inspect")
     handles = bus._shard_handles()
-    found = yield Within([s.inspect.remote(memory_id) for s in handles], 120)
+    found = yield Within([s.inspect.remote(auth, memory_id) for s in handles], 120)
     for index, hit in enumerate(found):
         if hit is None:
             continue
@@ -176,7 +182,7 @@ def inspect(bus: MemoryBus, memory_id: str) -> Op[Inspection]:
         ids = sorted({i for values in named.values() for i in values})
         known: dict[str, MemoryNode] = {}
         if ids:
-            for group in (yield Within([s.peek.remote(ids) for s in handles], 120)):
+            for group in (yield Within([s.peek.remote(auth, ids) for s in handles], 120)):
                 known.update((n.id, n) for n in group)
         links = {name: [known[i] for i in values if i in known] for name, values in named.items()}
         return Inspection(node, shard_name(index), history, links, [i for i in ids if i not in known])

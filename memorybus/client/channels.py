@@ -27,7 +27,7 @@ def channels(bus: MemoryBus, shards: Sequence[int]) -> Op[list[direct.Channel | 
     known = bus._channels
     missing = [i for i in shards if not _current(known.get(i), handles[i])]
     if missing:
-        answers = yield Settled([handles[i].direct_channel.remote() for i in missing])
+        answers = yield Settled([handles[i].direct_channel.remote(bus._credential or "") for i in missing])
         here = node_id()
         for i, info in zip(missing, answers, strict=True):
             if isinstance(info, BaseException):

@@ -66,8 +66,10 @@ def start(bus: MemoryBus) -> None:
     """Check the namespace's running bus (if any) has this storage, create or join
     the actors, and load this process's query encoder meanwhile."""
     from memorybus import actors
+    from memorybus.client import identity
 
     cfg = bus.config
+    identity.bootstrap(bus)  # the operator key exists before any actor needs it
     loader = _preload_encoder(bus)
     running = _running_identity(bus)
     if running is not None and running != cfg.storage_identity():
@@ -97,14 +99,14 @@ def start(bus: MemoryBus) -> None:
     bus._embedders = actors.replace_dead(embedders, lambda i: actors.create_embedder(cfg, i), "pid")
     bus._shards = actors.replace_dead(shards, lambda i: actors.create_shard(cfg, i), "pid")
     bus._hubs = actors.replace_dead(hubs, lambda p: actors.create_hub(cfg, p), "pid")
-    ready = [s.identity.remote() for s in bus._shards]
+    ready = [s.identity.remote(bus._credential or "") for s in bus._shards]
     ready += [e.dim.remote() for e in bus._embedders] + [h.ready.remote() for h in bus._hubs]
     names = [f"shard-{i}" for i in range(cfg.num_shards)] + [f"embedder-{i}" for i in range(cfg.embedder_replicas)]
     names += [f"hub-{p}" for p in range(cfg.bus.partitions)]
     if cfg.schedule_maintenance:
         for kind in ("decay", "consolidation"):
             bus._maintenance[kind] = actors.create_maintenance(cfg, kind)
-            ready.append(bus._maintenance[kind].start.remote())
+            ready.append(bus._maintenance[kind].start.remote(bus._credential or ""))
             names.append(kind)
     wait_placed(ready, names, started)
     results = runtime.run_sync(runtime.iter_refs(ready), 300)
@@ -149,7 +151,7 @@ def _running_identity(bus: MemoryBus) -> dict[str, Any] | None:
     except ValueError:
         return None
     try:
-        return dict(runtime.run_sync(runtime.iter_refs([shard.identity.remote()]), 120)[0])
+        return dict(runtime.run_sync(runtime.iter_refs([shard.identity.remote(bus._credential or "")]), 120)[0])
     except (MemoryBusError, AttributeError):
         # dead, dying or restarting, or a leftover of an older shard class that
         # lacks the method: creation below finds it and replaces it when dead
@@ -168,7 +170,8 @@ def _preload_encoder(bus: MemoryBus) -> _Loader | None:
 # ---------------------------------------------------------------- closing
 def _flush_all(bus: MemoryBus) -> None:
     """Write pending access statistics and subscription cursors (best effort)."""
-    refs = [h.flush.remote() for h in (bus._hubs or [])] + [s.flush.remote() for s in (bus._shards or [])]
+    auth = (bus._credential or "")
+    refs = [h.flush.remote(auth) for h in (bus._hubs or [])] + [s.flush.remote(auth) for s in (bus._shards or [])]
     with contextlib.suppress(MemoryBusError):
         runtime.run_sync(runtime.iter_refs(refs), 30)
 
@@ -176,7 +179,7 @@ def _flush_all(bus: MemoryBus) -> None:
 def _stop_actors(bus: MemoryBus) -> None:
     """Close the stores cleanly (cursors written, SQLite WAL checkpointed into the main
     files, so the data directory alone is a full copy), then kill every actor."""
-    closing = [h.close.remote() for h in (bus._shards or []) + (bus._hubs or [])]
+    closing = [h.close.remote(bus._credential or "") for h in (bus._shards or []) + (bus._hubs or [])]
     try:
         for ref in closing:
             with contextlib.suppress(MemoryBusError):  # the actor is gone or its store is down
@@ -226,7 +229,10 @@ def shutdown(bus: MemoryBus) -> None:
     """Stop this bus's actors, whoever created them: the stores are closed cleanly
     first (access statistics and subscription cursors written, SQLite WAL
     checkpointed into the main files), then the actors are killed; the data stays.
-    This handle is closed afterwards; Ray itself keeps running."""
+    This handle is closed afterwards; Ray itself keeps running. Operator only."""
+    from memorybus.client.identity import require_operator
+
+    require_operator(bus, "shutdown")
     check_open(bus)
     if bus._shards is None:  # a handle that never looked them up (e.g. unpickled)
         with contextlib.suppress(BusClosed):

@@ -107,7 +107,7 @@ def list_memories(
     else:
         owners = bus._owners(context)
     handles = bus._shard_handles()
-    groups = yield [handles[i].list_memories.remote(context, filters) for i in owners]
+    groups = yield [handles[i].list_memories.remote(context, filters, (bus._credential or "")) for i in owners]
     merged = sorted((n for g in groups for n in g), key=lambda n: (n.created_at, n.id))
     page = merged[:limit]
     more = len(merged) > limit or any(len(g) == limit for g in groups)

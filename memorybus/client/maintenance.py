@@ -11,6 +11,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from memorybus.actors.runtime import Op
+from memorybus.client.identity import require_operator
 from memorybus.client.operation import check_context
 from memorybus.errors import InvalidRequest, ScopeViolation
 from memorybus.scopes import Context, Scope
@@ -81,12 +82,13 @@ def schedule_maintenance(bus: MemoryBus, decay_interval: float | None = None,
     The schedule is the operator's: its runs cover every scope, at the actors' own
     clock (no injected time)."""
     yield [
-        bus._maintenance_actor("decay").start.remote(decay_interval),
-        bus._maintenance_actor("consolidation").start.remote(consolidation_interval),
+        bus._maintenance_actor("decay").start.remote(require_operator(bus, "schedule_maintenance"), decay_interval),
+        bus._maintenance_actor("consolidation").start.remote((bus._credential or ""), consolidation_interval),
     ]
 
 
 def maintenance_status(bus: MemoryBus) -> Op[dict[str, Any]]:
-    """Each scheduled actor's last run, duration, counts and next run."""
-    decay, consolidation = yield [bus._maintenance_actor(k).status.remote() for k in ("decay", "consolidation")]
+    """Each scheduled actor's last run, duration, counts and next run (operator only)."""
+    auth = require_operator(bus, "maintenance_status")
+    decay, consolidation = yield [bus._maintenance_actor(k).status.remote(auth) for k in ("decay", "consolidation")]
     return {"decay": decay, "consolidation": consolidation}

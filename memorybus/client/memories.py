@@ -239,10 +239,10 @@ def _forget(bus: MemoryBus, memory_id: str, context: Context, expected_version: 
 # ------------------------------------------------------------------ upkeep
 def flush(bus: MemoryBus) -> Op[None]:
     """Write pending access statistics of every shard to its store."""
-    yield [h.flush.remote() for h in bus._shard_handles()]
+    yield [h.flush.remote(bus._credential or "") for h in bus._shard_handles()]
 
 
 def count(bus: MemoryBus) -> Op[int]:
     """How many memories the bus holds (every shard, whatever the scope)."""
-    counts = yield [h.count.remote() for h in bus._shard_handles()]
+    counts = yield [h.count.remote(bus._credential or "") for h in bus._shard_handles()]
     return sum(counts)

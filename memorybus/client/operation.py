@@ -25,6 +25,7 @@ from typing import Any, Concatenate, Generic, Literal, ParamSpec, TypeVar, overl
 
 from memorybus.actors import runtime
 from memorybus.actors.runtime import Op
+from memorybus.client import identity
 from memorybus.errors import InvalidRequest, MemoryNotFound
 from memorybus.scopes import Context
 from memorybus.validation import check_text
@@ -50,16 +51,25 @@ class operation(Generic[P, T]):  # noqa: N801 - used like a decorator
         self.fn = fn
         self.limit = limit
 
+        signature = inspect.signature(fn)
+        takes_context = "context" in signature.parameters
+
+        def bound(bus: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Op[T]:
+            if takes_context and bus._grant is not None:  # the handle's credential rides on the context
+                call = signature.bind_partial(bus, *args, **kwargs)
+                call.arguments["context"] = identity.bind(bus, call.arguments.get("context"))
+                return fn(*call.args, **call.kwargs)
+            return fn(bus, *args, **kwargs)
+
         @functools.wraps(fn)
         def sync(bus: Any, *args: Any, **kwargs: Any) -> T:
-            return runtime.run_sync(fn(bus, *args, **kwargs), _seconds(bus, limit))
+            return runtime.run_sync(bound(bus, args, kwargs), _seconds(bus, limit))
 
         @functools.wraps(fn)
         async def asynchronous(bus: Any, *args: Any, **kwargs: Any) -> T:
-            return await runtime.run_async(fn(bus, *args, **kwargs), _seconds(bus, limit))
+            return await runtime.run_async(bound(bus, args, kwargs), _seconds(bus, limit))
 
         # what the caller sees: the generator's parameters, returning what the operation returns
-        signature = inspect.signature(fn)
         returns = signature.return_annotation
         if isinstance(returns, str) and returns.startswith("Op[") and returns.endswith("]"):
             signature = signature.replace(return_annotation=returns[3:-1])

@@ -94,6 +94,12 @@ class Config:
     #: how far ahead of the clock ``run_decay``/``run_consolidation`` may be told it is
     #: (``now=``); raise it only to simulate time passing (tests, simulations)
     maintenance_max_future_seconds: float = 300.0
+    #: who may do what: ``"credentials"`` (the default): every call carries a signed
+    #: credential that the actor holding the data verifies (``connect`` returns the
+    #: operator's handle; agents get handles bound to their own credential, see
+    #: ``MemoryBus.as_agent``); ``"trusted"``: a ``Context`` is taken as given, as
+    #: before credentials existed: for a single process you trust, never a cluster
+    auth: Literal["credentials", "trusted"] = "credentials"
 
     def __post_init__(self) -> None:
         # every policy checked its own fields when it was built; here only that each is one
@@ -146,6 +152,8 @@ class Config:
             raise ConfigError("limits", "max_content_chars, max_batch, ingest_chunk must be >= 1")
         if not 0 <= self.maintenance_max_future_seconds <= 1e11:
             raise ConfigError("maintenance_max_future_seconds", "must be between 0 and 1e11")
+        if self.auth not in ("credentials", "trusted"):
+            raise ConfigError("auth", "must be 'credentials' or 'trusted'")
         if self.max_tags < 0 or self.max_structured_bytes < 1:
             raise ConfigError("limits", "max_tags must be >= 0 and max_structured_bytes >= 1")
 
@@ -186,6 +194,11 @@ class Config:
             "qdrant_url": self.qdrant_url if self.vector_backend == "qdrant" else None,
             "num_shards": self.num_shards,
         }
+
+    def without_secrets(self) -> Config:
+        """This config as an agent's handle carries it: the Redis URL without its
+        password (an agent reaches the bus through its actors, never the store)."""
+        return replace(self, redis_url=_redact(self.redis_url)) if self.redis_url else self
 
     def as_dict(self) -> dict[str, Any]:
         return {f.name: getattr(self, f.name) for f in fields(self)}

@@ -125,12 +125,20 @@ class Context:
     agent: str = ""
     session: str = ""
     roles: frozenset[str] = field(default_factory=frozenset)
+    #: the credential this context travels with (set by a bound handle, see
+    #: memorybus.auth); not part of the context's identity
+    credential: str = field(default="", compare=False, repr=False)
+    #: the scope levels this context may write to (None: every level); set by the
+    #: actor that verified the credential, never trusted from a caller
+    levels: frozenset[str] | None = field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         for name in FIELDS:
             _check_field(name, getattr(self, name))
         if not self.org:
             raise InvalidRequest("context.org", "is required")
+        if not isinstance(self.credential, str):
+            raise InvalidRequest("context.credential", "must be a credential string")
         if isinstance(self.roles, str):
             raise InvalidRequest("context.roles", "must be a collection of role names, not a string")
         if not isinstance(self.roles, frozenset):

@@ -160,7 +160,12 @@ class ShardCore:
 
     @staticmethod
     def visible(node: MemoryNode, context: Context, action: str) -> None:
+        """``node`` is visible to ``context``; a change (any action but ``read``) also
+        needs the node's scope level among the levels the context's credential may
+        write (``Context.levels``, set by the actor that verified it)."""
         if not node.scope.visible_to(context):
+            raise ScopeViolation(action)
+        if action != "read" and context.levels is not None and node.scope.level.value not in context.levels:
             raise ScopeViolation(action)
 
     def validate(self, node: MemoryNode) -> MemoryNode:

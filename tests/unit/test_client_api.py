@@ -15,8 +15,10 @@ import pytest
 from memorybus import Config, MemoryBus
 from memorybus.client.operation import operation
 
-#: public methods that are not operations on the bus's data: the handle's own life
-LIFECYCLE = {"close", "shutdown", "with_timeout"}
+#: public methods that are not operations on the bus's data: the handle's own life and
+#: identity (credentials are minted and checked in this process, from the key ring)
+LIFECYCLE = {"close", "shutdown", "with_timeout", "issue_credential", "as_agent", "rotate_org_secret",
+             "revoke_credential", "whoami"}
 
 
 def _public_methods() -> dict[str, object]:
