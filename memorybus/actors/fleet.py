@@ -35,9 +35,13 @@ def _here() -> dict[str, Any]:
 def spawn_agents(agent: type, bus: MemoryBus, specs: Sequence[Any], run: str, seed: int, op_timeout: float,
                  timeout: float = 300.0) -> list[Any]:
     """One actor of class ``agent`` per spec, on this node; each is started with its own
-    handle (``start(handle)``: it subscribes to its users' events)."""
+    handle (``start(handle)``: it subscribes to its users' events). Each gets a bus handle
+    bound to its own credential (its org and agent name, any user it serves; the lead
+    role for a lead), never the operator's."""
     cls: Any = ray.remote(num_cpus=0.01, max_restarts=0)(agent).options(**_here())
-    handles = [cls.remote(bus, spec, run, seed, op_timeout) for spec in specs]
+    ttl = 7 * 86400.0
+    handles = [cls.remote(bus.agent_handle(spec.org, agent=spec.name, roles={"lead"} if spec.lead else (), ttl=ttl),
+                          spec, run, seed, op_timeout) for spec in specs]  # fmt: skip
     ray.get([h.start.remote(h) for h in handles], timeout=timeout)
     return handles
 
@@ -144,7 +148,7 @@ def kill_worker_node(config: Config, timeout: float = 60.0) -> str:
 # -------------------------------------------------------------------- demo
 def spawn_demo(agent: type, bus: MemoryBus, names: list[str], org: str = "acme", user: str = "u1") -> list[Any]:
     cls: Any = ray.remote(num_cpus=0.01)(agent)
-    return [cls.remote(bus, org, user, name, f"session-{name}") for name in names]
+    return [cls.remote(bus.agent_handle(org, user, name), org, user, name, f"session-{name}") for name in names]
 
 
 def call_all(agents: Sequence[Any], method: str, args: Sequence[Any]) -> list[Any]:

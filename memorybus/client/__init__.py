@@ -111,6 +111,11 @@ class MemoryBus:
         tasks and actors. See :mod:`memorybus.client.identity`."""
         return identity.as_agent(self, credential)
 
+    def agent_handle(self, org: str, user: str = "", agent: str = "", session: str = "", **grant: Any) -> MemoryBus:
+        """A handle bound to a fresh credential for that principal (``issue_credential``'s
+        arguments), ready to hand to an agent; the handle itself in trusted mode."""
+        return identity.agent_handle(self, org, user, agent, session, **grant)
+
     def rotate_org_secret(self, org: str, grace: float = 3600.0) -> str:
         """A new signing secret for ``org``; old credentials are refused after ``grace`` s."""
         return identity.rotate_org_secret(self, org, grace)

@@ -152,6 +152,15 @@ def as_agent(bus: MemoryBus, credential: str) -> MemoryBus:
     return other
 
 
+def agent_handle(bus: MemoryBus, org: str, user: str = "", agent: str = "", session: str = "",
+                 **grant: Any) -> MemoryBus:  # fmt: skip
+    """``as_agent(issue_credential(...))`` in one call; in trusted mode the handle itself
+    (there are no credentials to bind)."""
+    if bus.config.auth == "trusted":
+        return bus
+    return as_agent(bus, issue_credential(bus, org, user, agent, session, **grant))
+
+
 def _tell_actors(bus: MemoryBus) -> None:
     """Every actor reads the key ring again now (best effort: they do within seconds anyway)."""
     from memorybus.actors import runtime

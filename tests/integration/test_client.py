@@ -157,19 +157,31 @@ def test_shard_enforces_visibility_even_if_the_client_is_bypassed(bus):
     o = org()
     owner = Context(o, "u1")
     n = bus.remember("u1 private diary entry", owner)
-    intruder = Context(o, "u2")
+    # the intruder holds a real credential, but for u2: it names u1's context, or its own
+    u2_cred = bus.issue_credential(o, "u2")
     vec = bus.embed(["u1 private diary entry"])
     shard = actors.handle(bus.config, "shard", Router(bus.config.num_shards).shard_for(n.scope.key))
-    request = RecallRequest(intruder, 50, None, None, "u1 private diary entry", None)
-    hits = unpack_hits(ray.get(shard.recall.remote(pack_request(request), vec[0])))
+
+    def recall(ctx, *vector):
+        packed = pack_request(RecallRequest(ctx, 50, None, None, "u1 private diary entry", None, *vector))
+        return unpack_hits(ray.get(shard.recall.remote(packed, vec[0])))
+
+    intruder = Context(o, "u2", credential=u2_cred)
+    hits = recall(intruder)
     assert hits == [] or all(h.node.scope.visible_to(intruder) for h in hits)
-    # the vector inside the request, as the client sends it when it embedded the query
-    request = RecallRequest(intruder, 50, None, None, "u1 private diary entry", None, vector_bytes(vec[0]))
-    hits += unpack_hits(ray.get(shard.recall.remote(pack_request(request))))
+    hits += recall(intruder, vector_bytes(vec[0]))  # the vector inside the request
     assert n.id not in {h.node.id for h in hits}
-    # the same call for the owner finds it: the intruder's answer is the shard's check
-    request = RecallRequest(owner, 50, None, None, "u1 private diary entry", None, vector_bytes(vec[0]))
-    assert n.id in {h.node.id for h in unpack_hits(ray.get(shard.recall.remote(pack_request(request))))}
+    # naming u1 with u2's credential, or with none at all, is refused before anything is read
+    with pytest.raises(ray.exceptions.RayTaskError) as widened:
+        recall(Context(o, "u1", credential=u2_cred))
+    assert isinstance(widened.value.cause, mb.NotAuthorized)
+    with pytest.raises(ray.exceptions.RayTaskError) as bare:
+        recall(Context(o, "u1"))
+    assert isinstance(bare.value.cause, mb.NotAuthenticated)
+    # the same call with u1's credential finds it: the intruder's answer is the shard's check
+    owner_cred = bus.issue_credential(o, "u1")
+    found = recall(Context(o, "u1", credential=owner_cred), vector_bytes(vec[0]))
+    assert n.id in {h.node.id for h in found}
     with pytest.raises(ray.exceptions.RayTaskError) as bad:
         ray.get(shard.recall.remote(b"not a request"))
     assert isinstance(bad.value.cause, mb.InvalidRequest)
@@ -299,7 +311,8 @@ def test_errors_cross_actor_boundaries_intact(bus):
             return exc
         return None
 
-    err = ray.get(conflicting_update.remote(bus, n.id, ctx), timeout=60)
+    agent = bus.as_agent(bus.issue_credential(ctx.org, "u1"))
+    err = ray.get(conflicting_update.remote(agent, n.id, ctx), timeout=60)
     assert type(err) is mb.VersionConflict
     assert (err.key, err.expected, err.actual) == (n.id, 41, 1)
     assert "expected version 41" in str(err)
@@ -326,9 +339,14 @@ def test_client_pickles_into_tasks_and_actors(bus):
             hits = await self.bus.recall_async(q, Context(o, "u1", "agentX"), k=3)
             return [h.node.content for h in hits]
 
-    ids = ray.get([agent_task.remote(bus, i) for i in range(4)], timeout=120)
+    # agents get handles bound to a credential (here the user's: any agent of u1);
+    # the operator's handle never leaves this process
+    user_bus = bus.as_agent(bus.issue_credential(o, "u1"))
+    with pytest.raises(mb.NotAuthorized):
+        agent_task.remote(bus, 0)
+    ids = ray.get([agent_task.remote(user_bus, i) for i in range(4)], timeout=120)
     assert len(set(ids)) == 4
-    agent = Agent.remote(bus)
+    agent = Agent.remote(user_bus)
     got = ray.get(agent.ask.remote("clue number 2"), timeout=60)
     assert got[0] == "agent 2 found clue number 2"
     got = ray.get(agent.ask_async.remote("clue number 3"), timeout=60)
@@ -357,7 +375,7 @@ def test_queries_are_embedded_where_the_config_says(bus, tmp_path, capfd):
     here = top(bus, "where is the staging database?")
     assert encoded() == before  # embedded in this process
     assert "only available when the process is a worker" not in capfd.readouterr().err  # no Ray warning
-    via_actor = mb.MemoryBus(bus.config.with_(query_encoder="embedder"))
+    via_actor = mb.MemoryBus(bus.config.with_(query_encoder="embedder")).as_agent(bus.issue_credential(o, "u1"))
     there = top(via_actor, "where is the staging database?")
     assert encoded() == before + 1
     assert here[0][0] == there[0][0] == target.id
