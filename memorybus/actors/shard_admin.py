@@ -149,9 +149,10 @@ class OperatorCalls:
 
     @ray.method(concurrency_group="reads")
     def identity(self, auth: str = "") -> dict[str, Any]:
-        """The storage this shard serves (see ``Config.storage_identity``); opens the
-        shard first, so a store that cannot be opened fails ``connect`` (operator only)."""
-        self._gate.operator(auth, "identity")
+        """The storage this shard serves (see ``Config.storage_identity``: where, how
+        many shards; no password); opens the shard first, so a store that cannot be
+        opened fails ``connect``. Anyone may ask: ``connect`` asks before it holds a
+        credential, to refuse a config whose storage differs from the running bus's."""
         self._s()
         return self.config.storage_identity()
 

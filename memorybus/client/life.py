@@ -69,7 +69,6 @@ def start(bus: MemoryBus) -> None:
     from memorybus.client import identity
 
     cfg = bus.config
-    identity.bootstrap(bus)  # the operator key exists before any actor needs it
     loader = _preload_encoder(bus)
     running = _running_identity(bus)
     if running is not None and running != cfg.storage_identity():
@@ -82,6 +81,7 @@ def start(bus: MemoryBus) -> None:
     bus._owns_actors = running is None
     if running is None:
         runtime.check_capacity(cfg)  # an actor no node can hold fails now, not after a wait
+    identity.bootstrap(bus)  # checks passed: the operator key exists before any actor needs it
     started = time.monotonic()
     log.info(
         "%s bus %r: %d shards, %d embedder(s), %d hub actor(s)",

@@ -84,7 +84,7 @@ def test_agents_on_many_nodes_share_memory_and_survive_node_loss(cluster, redis_
             return ray.get_runtime_context().get_node_id(), [n.id for n in stored]
 
         # two agents pinned to each worker node, writing at once
-        refs = [agent.options(resources={f"node_{i % 2}": 0.1}).remote(bus, i) for i in range(4)]
+        refs = [agent.options(resources={f"node_{i % 2}": 0.1}).remote(bus.agent_handle(org, agent=f"agent{i}"), i) for i in range(4)]
         results = ray.get(refs, timeout=180)
         assert len({node for node, _ in results}) == 2
         ids = [i for _, group in results for i in group]

@@ -389,14 +389,15 @@ def test_queries_are_embedded_where_the_config_says(bus, tmp_path, capfd):
     def in_task(b, q):
         return b.recall(q, Context(o, "u1"), k=1)[0].node.id
 
-    assert ray.get(in_task.remote(bus, "staging database location"), timeout=60) == target.id
+    assert ray.get(in_task.remote(bus.agent_handle(o, "u1"), "staging database location"), timeout=60) == target.id
     assert encoded() == before + 3
 
     missing = str(tmp_path / "no-model-here")
-    fallback = mb.MemoryBus(bus.config.with_(model_path=missing))
+    fallback = mb.MemoryBus(bus.config.with_(model_path=missing)).as_agent(bus.issue_credential(o, "u1"))
     assert top(fallback, "Frankfurt database")[0][0] == target.id
     assert encoded() == before + 4
-    strict = mb.MemoryBus(bus.config.with_(model_path=missing, query_encoder="local"))
+    strict = mb.MemoryBus(bus.config.with_(model_path=missing, query_encoder="local")).as_agent(
+        bus.issue_credential(o, "u1"))
     with pytest.raises(mb.MemoryBusError):
         strict.recall("Frankfurt database again", ctx, k=1)
     assert encoded() == before + 4
@@ -411,7 +412,7 @@ def test_the_shard_embeds_a_turn_after_the_turn_an_earlier_call_stored(bus, tmp_
                            embedder_num_cpus=0.25, ranking=ranking)
     talk = mb.connect(cfg)
     try:
-        ctx = Context(org(), "u1")
+        ctx = Context(org(), "u1", credential=talk._credential)  # the shard is called directly below
         (first,) = talk.remember_turns([("Ana", "I adopted a beagle from the shelter")], ctx, thread="t1")
         (second,) = talk.remember_turns([("Ben", "What did you name her?")], ctx, thread="t1", start=1)
         shard = actors.handle(cfg, "shard", 0)
@@ -479,8 +480,8 @@ def test_shard_actors_collect_garbage_less_often_and_leave_the_loaded_mirror_uns
         assert s["process"]["gc_threshold"][0] >= 10_000
         assert s["process"]["gc_frozen"] > 0
     handle = bus._shard_handles()[0]
-    ray.get(handle.close.remote(), timeout=60)
-    reopened = ray.get(handle.stats.remote(), timeout=60)  # opens it again: a fresh freeze
+    ray.get(handle.close.remote(bus._credential), timeout=60)
+    reopened = ray.get(handle.stats.remote(bus._credential), timeout=60)  # opens it again: a fresh freeze
     assert reopened["process"]["pid"] == shards[0]["process"]["pid"]
     assert reopened["process"]["gc_frozen"] > 0
     assert [h.content for h in bus.recall("when is the standup?", ctx, k=1)] == ["the standup moved to 9:30"]

@@ -76,7 +76,7 @@ def test_write_in_flight_during_kill_is_applied_exactly_once(ray_local, tmp_path
         items = [f"batch item {i} about the quarterly plan" for i in range(300)]
         shard = actors.shard_handles(bus.config)[0]
         old = ray.get(shard.pid.remote(), timeout=30)
-        ref_bus = bus  # the call below retries on the restarted actor (max_task_retries=-1)
+        ref_bus = bus.agent_handle("acme", "u1")  # the call below retries on the restarted actor (max_task_retries=-1)
 
         @ray.remote(num_cpus=0)
         def writer(b):

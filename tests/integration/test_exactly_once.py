@@ -156,7 +156,7 @@ def test_shard_killed_right_after_commit_reexecutes_without_reinforcing(ray_loca
             def committed():
                 return r.scard(f"{prefix}:all")
 
-        pending = writer.remote(bus)
+        pending = writer.remote(bus.agent_handle("acme", "u1"))
         deadline = time.time() + 120
         while committed() < n:  # the commit is durable; the actor still indexes before replying
             assert time.time() < deadline

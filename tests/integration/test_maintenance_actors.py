@@ -47,7 +47,7 @@ def test_consolidation_actor_killed_mid_run_then_rerun_yields_one(bus):
     ctx = Context(o, "u1", "ops")
     bus.remember_many(PARAPHRASES, ctx)
     actor = actors.create_maintenance(bus.config, "consolidation")  # or the running one
-    pending = actor.run_once.remote(None, pause_before_apply=30.0)
+    pending = actor.run_once.remote(None, None, bus._credential, pause_before_apply=30.0)
     time.sleep(8.0)  # planned and embedded, waiting to apply
     ray.kill(actor, no_restart=False)
     with pytest.raises(ray.exceptions.RayActorError):
@@ -123,7 +123,8 @@ def test_maintenance_is_scoped_to_what_the_caller_manages(bus):
         with pytest.raises(mb.InvalidRequest):
             bus.run_decay(Context(a), now=bad)
     with pytest.raises(mb.InvalidRequest):  # the actor refuses it too, whoever calls it
-        ray.get(actors.handle(bus.config, "decay").run_once.remote(time.time() + 10 * 365 * DAY, Context(a)))
+        ray.get(actors.handle(bus.config, "decay").run_once.remote(time.time() + 10 * 365 * DAY,
+                                                                  Context(a, credential=bus._credential)))
     with pytest.raises(mb.InvalidRequest):
         bus.run_decay("not a context")
     assert state(a, a_stale, a_temp) == fresh and state(b, b_stale, b_temp) == fresh
