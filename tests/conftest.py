@@ -91,7 +91,7 @@ class RedisServer:
 
 class AclRedisServer(RedisServer):
     """A private redis-server that admits only ACL users, the default user off, as
-    deploy/redis.sh runs one: ``user`` (the bus's, ``rules`` its permissions) and
+    deploy/redis.sh runs one (``start`` again after ``kill`` restarts it on its data): ``user`` (the bus's, ``rules`` its permissions) and
     ``admin`` (every command, for the test itself). ``appendonly``/``appendfsync``
     are the server's, so a test can start one that does not fsync every write."""
 
@@ -115,7 +115,7 @@ class AclRedisServer(RedisServer):
     def arguments(self) -> list[str]:
         acl = self.dir / "users.acl"
         acl.write_text(
-            "user default off\n"
+            "user default off resetpass ~* &* +@all\n"  # why its permissions: deploy/redis.sh
             f"user {self.USER} on >{self.password} ~* &* {self.rules}\n"
             f"user admin on >{self.admin_password} ~* &* +@all\n"
         )

@@ -75,6 +75,27 @@ def test_the_store_connects_as_the_acl_user_and_the_default_user_is_off(acl_redi
     assert server.admin().dbsize() > 0  # the writes above are there
 
 
+def test_acknowledged_writes_survive_kill_9_with_the_default_user_off(acl_redis, tmp_path):
+    # Lua writes reach the AOF as MULTI/EXEC blocks, which Redis 7.0 replays with the
+    # default user's permissions (redis/redis#14541): a default user that is off *and*
+    # stripped of its permissions would make this restart drop every record silently
+    server = acl_redis()
+    cfg = config(server.url, tmp_path)
+    store = open_store(cfg, "shard-0")
+    nodes = [node(f"acknowledged {i}") for i in range(5)]
+    for n in nodes:
+        store.commit(WriteBatch(puts=[n]))
+    store.close()
+    server.kill()
+    server.start()
+    store = open_store(cfg, "shard-0")
+    try:
+        assert [store.get(n.id).content for n in nodes] == [f"acknowledged {i}" for i in range(5)]
+        assert store.count() == 5
+    finally:
+        store.close()
+
+
 def test_a_wrong_password_is_refused_without_showing_any_password(acl_redis, tmp_path):
     server = acl_redis()
     wrong = "wrong-" + uuid.uuid4().hex
