@@ -178,3 +178,42 @@ def test_head_redis_admits_only_its_acl_users_and_takes_a_rotated_password(head)
         redis.Redis(port=port, username="memorybus", password=old).ping()
     assert redis.Redis(port=port, username="memorybus", password=new).get("mb:probe") == b"1"
     assert RedisStore(url.replace(old, new), "cluster", "shard-0").durability == "config"
+
+
+def test_a_replica_follows_the_head_as_the_memorybus_user(tmp_path):
+    """redis_replica's setup (deploy/redis.sh with MEMORYBUS_REDIS_REPLICAOF): the replica
+    authenticates to the primary as the bus's ACL user (masteruser/masterauth), which may
+    run PSYNC/REPLCONF, and receives what the bus writes."""
+    password = tmp_path / "redis.password"
+    password.write_text(os.urandom(16).hex())
+    ports = [free_port(), free_port()]
+    envs = []
+    for i, port in enumerate(ports):
+        env = {**os.environ, "MEMORYBUS_REDIS_PORT": str(port), "MEMORYBUS_REDIS_HOME": str(tmp_path / f"h{i}"),
+               "MEMORYBUS_REDIS_PASSWORD_FILE": str(password), "MEMORYBUS_BACKUP_INTERVAL": "0",
+               "MEMORYBUS_REDIS_MAXMEMORY": str(64 * 1024 * 1024)}
+        if i == 1:
+            env["MEMORYBUS_REDIS_REPLICAOF"] = f"127.0.0.1 {ports[0]}"
+        envs.append(env)
+    try:
+        for env in envs:
+            done = subprocess.run(["bash", "-c", f"bash {DEPLOY}/redis.sh configure && bash {DEPLOY}/redis.sh start"],
+                                  env=env, capture_output=True, text=True, timeout=60, check=False)
+            assert done.returncode == 0, done.stderr
+        url = f"redis://memorybus:{password.read_text()}@127.0.0.1:{{}}/0"
+        store = RedisStore(url.format(ports[0]), "cluster", "shard-0")
+        node = MemoryNode(content="replicated", scope=Scope("acme"), version=1, created_at=1.0, last_accessed=1.0,
+                          valid_from=1.0)
+        store.commit(WriteBatch(puts=[node]))
+        replica = RedisStore(url.format(ports[1]), "cluster", "shard-0")  # the bus's user reads the replica too
+        deadline = time.time() + 30
+        while replica.get(node.id) is None and time.time() < deadline:
+            time.sleep(0.2)
+        assert replica.get(node.id) is not None and replica.get(node.id).content == "replicated"
+        info = redis.Redis(port=ports[1], username="memorybus", password=password.read_text()).info("replication")
+        assert info["role"] == "slave" and info["master_link_status"] == "up"
+        store.close()
+        replica.close()
+    finally:
+        for env in reversed(envs):
+            subprocess.run(["bash", f"{DEPLOY}/redis.sh", "stop"], env=env, timeout=60, check=False)
