@@ -7,7 +7,11 @@
 #                                 driver, `ray job submit` and dashboard request must present it
 #
 #   bash deploy/secrets.sh            make whichever is missing (an existing one is kept)
-#   bash deploy/secrets.sh --rotate   replace both (then `ray up cluster.yaml --restart-only`)
+#   bash deploy/secrets.sh --rotate   replace both; then a full `ray up cluster.yaml` (not
+#                                     --restart-only: setup must run to load the new Redis
+#                                     password) restarts Ray with the new token, and the bus
+#                                     must be shut down and connected again: its actors keep
+#                                     the Redis URL they were started with
 #
 # Both are 32 random bytes, hex, in files only their owner may read (umask 077).
 # MEMORYBUS_SECRETS_DIR overrides ~/.memorybus (tests).
