@@ -11,10 +11,24 @@
 # The supervisor restarts redis-server whenever it exits (crash, OOM kill, kill -9);
 # acknowledged writes survive because the AOF is fsync'd on every write
 # (appendfsync always) on $DIR, a volume that outlives the node (see cluster.yaml).
+#
+# Access (with a password file): Redis ACL users, the default user off.
+#   memorybus        the bus's user (Config.redis("redis://memorybus:PASSWORD@host:port/0")):
+#                    every data command; no admin or dangerous ones (FLUSHALL, KEYS,
+#                    SHUTDOWN, CONFIG SET, ACL, DEBUG, ...) except CONFIG GET and INFO,
+#                    which memorybus reads at connect to check appendfsync always, and
+#                    PSYNC/REPLCONF, which a replica (redis_replica) uses to follow the head.
+#   memorybus-admin  this script's own user (shutdown, BGSAVE, restore): its password is
+#                    made on this node ($HOME_DIR/admin.pass, 0600) and never leaves it.
+# users.acl holds only SHA-256 hashes of the passwords; auth.conf (0600) holds the
+# plaintext that a replica needs to authenticate to its primary (masterauth).
+# A rotated password file takes effect on the next `configure` + `start` (ACL LOAD).
 # Every setting comes from the environment (cluster.yaml's ~/.memorybus.env):
 #   MEMORYBUS_REDIS_PORT (6380)     MEMORYBUS_REDIS_BIND ("127.0.0.1")
 #   MEMORYBUS_REDIS_DIR (data; AOF and snapshots)   MEMORYBUS_REDIS_HOME (~/memorybus/redis)
-#   MEMORYBUS_REDIS_PASSWORD_FILE (a file holding the password; none: no password)
+#   MEMORYBUS_REDIS_PASSWORD_FILE (the memorybus user's password, 16+ characters; none:
+#                                  no ACL, the default user without a password: loopback only)
+#   MEMORYBUS_REDIS_USER (memorybus: the bus's ACL user)
 #   MEMORYBUS_REDIS_MAXMEMORY (bytes; default 60% of this machine's memory)
 #   MEMORYBUS_REDIS_REPLICAOF ("host port": run as a replica of the primary)
 #   MEMORYBUS_BACKUP_DIR ($DIR/../backups)   MEMORYBUS_BACKUP_INTERVAL (3600 s; 0: no loop)
@@ -27,6 +41,10 @@ HOME_DIR="${MEMORYBUS_REDIS_HOME:-$HOME/memorybus/redis}"
 DIR="${MEMORYBUS_REDIS_DIR:-$HOME_DIR/data}"
 CONF="$HOME_DIR/redis.conf"
 AUTH="$HOME_DIR/auth.conf"
+ACL="$HOME_DIR/users.acl"
+ADMIN_PASS="$HOME_DIR/admin.pass"
+BUS_USER="${MEMORYBUS_REDIS_USER:-memorybus}"
+ADMIN_USER=memorybus-admin
 PIDS="$HOME_DIR/supervisor.pid"
 LOG="$HOME_DIR/redis.log"
 BACKUP_DIR="${MEMORYBUS_BACKUP_DIR:-$(dirname "$DIR")/backups}"
@@ -34,24 +52,41 @@ BACKUP_INTERVAL="${MEMORYBUS_BACKUP_INTERVAL:-3600}"
 BACKUP_KEEP="${MEMORYBUS_BACKUP_KEEP:-48}"
 
 cli() {
-  local pass=()
-  [ -s "$AUTH.pass" ] && pass=(-a "$(cat "$AUTH.pass")" --no-auth-warning)
-  redis-cli -h 127.0.0.1 -p "$PORT" "${pass[@]}" "$@"
+  # as the admin user; the password through the environment, not the command line (ps)
+  if [ -s "$ADMIN_PASS" ]; then
+    REDISCLI_AUTH="$(cat "$ADMIN_PASS")" redis-cli -h 127.0.0.1 -p "$PORT" --user "$ADMIN_USER" --no-auth-warning "$@"
+  else
+    redis-cli -h 127.0.0.1 -p "$PORT" "$@"
+  fi
 }
+
+sha256() { printf '%s' "$1" | sha256sum | cut -d' ' -f1; }
 
 log() { echo "$(date -u +%FT%TZ) $*" >> "$LOG"; }
 
 configure() {
   mkdir -p "$HOME_DIR" "$DIR" "$BACKUP_DIR"
   ( umask 077
-    : > "$AUTH"; : > "$AUTH.pass"
+    : > "$AUTH"; rm -f "$AUTH.pass"
     if [ -n "${MEMORYBUS_REDIS_PASSWORD_FILE:-}" ]; then
       pw="$(tr -d '[:space:]' < "$MEMORYBUS_REDIS_PASSWORD_FILE")"
       if [ "${#pw}" -lt 16 ]; then
         echo "redis.sh: $MEMORYBUS_REDIS_PASSWORD_FILE must hold a password of 16+ characters" >&2; exit 1
       fi
-      printf 'requirepass %s\nmasterauth %s\n' "$pw" "$pw" > "$AUTH"
-      printf '%s' "$pw" > "$AUTH.pass"
+      # this node's admin password: made once, kept across configure runs
+      [ -s "$ADMIN_PASS" ] || od -An -N32 -tx1 /dev/urandom | tr -d ' \n' > "$ADMIN_PASS"
+      {
+        # the default user is off (nobody can log in as it) but keeps every permission: a
+        # Redis without the fix for redis/redis#14541 (7.0.15 among them) replays the AOF's
+        # MULTI/EXEC blocks (how memorybus's Lua writes are logged) with the default user's
+        # permissions and silently drops those it may not run: acknowledged writes lost
+        echo "user default off resetpass ~* &* +@all"
+        echo "user $BUS_USER on #$(sha256 "$pw") ~* &* +@all -@dangerous +config|get +info +psync +replconf"
+        echo "user $ADMIN_USER on #$(sha256 "$(cat "$ADMIN_PASS")") ~* &* +@all"
+      } > "$ACL"
+      printf 'aclfile %s\nmasteruser %s\nmasterauth %s\n' "$ACL" "$BUS_USER" "$pw" > "$AUTH"
+    else
+      rm -f "$ACL" "$ADMIN_PASS"
     fi )
   local maxmemory="${MEMORYBUS_REDIS_MAXMEMORY:-$(awk '/MemTotal/ {printf "%d", $2 * 1024 * 0.6}' /proc/meminfo)}"
   {
@@ -100,7 +135,11 @@ backup_loop() {
 }
 
 start() {
-  if running; then echo "memorybus redis already supervised (pid $(cat "$PIDS"))"; return 0; fi
+  if running; then
+    # a password rotated since the server started: load the users configure wrote
+    if [ -s "$ACL" ]; then cli acl load >/dev/null || echo "redis.sh: ACL LOAD failed (see $LOG)" >&2; fi
+    echo "memorybus redis already supervised (pid $(cat "$PIDS"))"; return 0
+  fi
   [ -f "$CONF" ] || configure
   # a session of its own: 'ray stop' and the shell that ran this do not take it down
   setsid "$0" _supervise < /dev/null >> "$LOG" 2>&1 &

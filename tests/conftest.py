@@ -13,8 +13,9 @@ import socket
 import subprocess
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -45,27 +46,22 @@ class RedisServer:
     def url(self) -> str:
         return f"redis://127.0.0.1:{self.port}/0"
 
+    def arguments(self) -> list[str]:
+        """redis-server's command line after the binary."""
+        return ["--port", str(self.port), "--bind", "127.0.0.1", "--dir", str(self.dir), "--appendonly", "yes",
+                "--appendfsync", "always", "--save", "", "--protected-mode", "no"]
+
+    def admin(self, **kw: Any) -> Any:
+        """A redis-py client that may run every command."""
+        import redis
+
+        return redis.Redis(port=self.port, **kw)
+
     def start(self) -> None:
         binary = shutil.which("redis-server")
         assert binary, "redis-server is not installed (the test command installs it)"
         self.proc = subprocess.Popen(
-            [
-                binary,
-                "--port",
-                str(self.port),
-                "--bind",
-                "127.0.0.1",
-                "--dir",
-                str(self.dir),
-                "--appendonly",
-                "yes",
-                "--appendfsync",
-                "always",
-                "--save",
-                "",
-                "--protected-mode",
-                "no",
-            ],
+            [binary, *self.arguments()],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
             start_new_session=True,
@@ -75,7 +71,7 @@ class RedisServer:
         deadline = time.time() + 10
         while time.time() < deadline:
             try:
-                if redis.Redis(port=self.port, socket_timeout=0.2).ping():
+                if self.admin(socket_timeout=0.2).ping():
                     return
             except redis.exceptions.RedisError:
                 time.sleep(0.03)
@@ -91,6 +87,48 @@ class RedisServer:
         if self.proc and self.proc.poll() is None:
             os.kill(self.proc.pid, signal.SIGCONT)
         self.kill(signal.SIGKILL)
+
+
+class AclRedisServer(RedisServer):
+    """A private redis-server that admits only ACL users, the default user off, as
+    deploy/redis.sh runs one (``start`` again after ``kill`` restarts it on its data): ``user`` (the bus's, ``rules`` its permissions) and
+    ``admin`` (every command, for the test itself). ``appendonly``/``appendfsync``
+    are the server's, so a test can start one that does not fsync every write."""
+
+    USER = "memorybus"
+    BUS_RULES = "+@all -@dangerous +config|get +info"
+
+    def __init__(self, directory: Path, *, appendonly: str = "yes", appendfsync: str = "always",
+                 rules: str = BUS_RULES) -> None:
+        super().__init__(directory)
+        self.password = os.urandom(16).hex()
+        self.admin_password = os.urandom(16).hex()
+        self.appendonly, self.appendfsync, self.rules = appendonly, appendfsync, rules
+
+    @property
+    def url(self) -> str:
+        return f"redis://{self.USER}:{self.password}@127.0.0.1:{self.port}/0"
+
+    def url_with(self, password: str) -> str:
+        return f"redis://{self.USER}:{password}@127.0.0.1:{self.port}/0"
+
+    def arguments(self) -> list[str]:
+        acl = self.dir / "users.acl"
+        acl.write_text(
+            "user default off resetpass ~* &* +@all\n"  # why its permissions: deploy/redis.sh
+            f"user {self.USER} on >{self.password} ~* &* {self.rules}\n"
+            f"user admin on >{self.admin_password} ~* &* +@all\n"
+        )
+        acl.chmod(0o600)
+        args = super().arguments()
+        for name, value in (("--appendonly", self.appendonly), ("--appendfsync", self.appendfsync)):
+            args[args.index(name) + 1] = value
+        return [*args, "--aclfile", str(acl)]
+
+    def admin(self, **kw: Any) -> Any:
+        import redis
+
+        return redis.Redis(port=self.port, username="admin", password=self.admin_password, **kw)
 
 
 class ExternalRedis:
@@ -123,6 +161,24 @@ def private_redis(tmp_path: Path) -> Iterator[RedisServer]:
     server.start()
     yield server
     server.stop()
+
+
+@pytest.fixture
+def acl_redis(tmp_path: Path) -> Iterator[Callable[..., AclRedisServer]]:
+    """Starts private ACL servers (:class:`AclRedisServer`; keyword arguments go to
+    it), each in its own directory; stops every one it started."""
+    started: list[AclRedisServer] = []
+
+    def start(**kw: Any) -> AclRedisServer:
+        server = AclRedisServer(tmp_path / f"acl-redis-{len(started)}", **kw)
+        server.dir.mkdir()
+        started.append(server)
+        server.start()
+        return server
+
+    yield start
+    for server in started:
+        server.stop()
 
 
 @pytest.fixture(scope="session")

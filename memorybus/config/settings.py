@@ -14,13 +14,14 @@ from dataclasses import dataclass, field, fields, replace
 from typing import Any, Literal
 
 from memorybus.config.policies import BusPolicy, ConsolidationPolicy, DecayPolicy, GraphPolicy, _require
+from memorybus.config.urls import check_redis_url, redact_url
 from memorybus.config.weights import RankingWeights
 from memorybus.errors import ConfigError
 
 __all__ = ["Config"]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, repr=False)
 class Config:
     """Everything memorybus needs to run.
 
@@ -30,11 +31,22 @@ class Config:
     (``vector_backend="edge"``) or in Qdrant through qdrant-client
     (``vector_backend="qdrant"``, ``qdrant_url`` a server URL or ``None`` for
     qdrant-client's local mode, meant for tests).
+
+    ``repr(config)``, :meth:`storage_identity` and the errors and logs of the stores
+    show ``redis_url`` and ``qdrant_url`` without their passwords
+    (:func:`memorybus.config.urls.redact_url`).
     """
 
     backend: Literal["embedded", "redis"] = "embedded"
     data_dir: str = ".memorybus"
+    #: ``redis://[user:password@]host:port/db`` (``rediss://`` for TLS); with Redis ACLs,
+    #: name the bus's own user (deploy/redis.sh makes ``memorybus``), not ``default``
     redis_url: str | None = None
+    #: refuse to open a Redis store unless the server runs ``appendonly yes`` with
+    #: ``appendfsync always`` (checked with CONFIG GET, or INFO persistence when the
+    #: user may not run CONFIG): without it an acknowledged write can be lost in a
+    #: crash. False accepts any server (tests, caches you can lose).
+    redis_require_fsync: bool = True
     vector_backend: Literal["edge", "qdrant"] = "edge"
     qdrant_url: str | None = None
     namespace: str = "memorybus"
@@ -126,6 +138,10 @@ class Config:
             raise ConfigError("backend", f"must be 'embedded' or 'redis', got {self.backend!r}")
         if self.backend == "redis" and not self.redis_url:
             raise ConfigError("redis_url", "is required when backend='redis'")
+        if self.redis_url is not None:
+            check_redis_url(self.redis_url)
+        if not isinstance(self.redis_require_fsync, bool):
+            raise ConfigError("redis_require_fsync", "must be True or False")
         if self.vector_backend not in ("edge", "qdrant"):
             raise ConfigError("vector_backend", "must be 'edge' or 'qdrant'")
         if not 1 <= self.num_shards <= 1024:
@@ -189,9 +205,9 @@ class Config:
         return {
             "backend": self.backend,
             "data_dir": self.data_dir if local_files else None,
-            "redis_url": _redact(self.redis_url) if self.backend == "redis" else None,
+            "redis_url": redact_url(self.redis_url) if self.backend == "redis" else None,
             "vector_backend": self.vector_backend,
-            "qdrant_url": self.qdrant_url if self.vector_backend == "qdrant" else None,
+            "qdrant_url": redact_url(self.qdrant_url) if self.vector_backend == "qdrant" else None,
             "num_shards": self.num_shards,
         }
 
@@ -201,14 +217,10 @@ class Config:
         return replace(self, redis_url=_redact(self.redis_url)) if self.redis_url else self
 
     def as_dict(self) -> dict[str, Any]:
+        """Every field as it is (``redis_url`` with its password: not for printing)."""
         return {f.name: getattr(self, f.name) for f in fields(self)}
 
+    def __repr__(self) -> str:
+        shown = {**self.as_dict(), "redis_url": redact_url(self.redis_url), "qdrant_url": redact_url(self.qdrant_url)}
+        return f"Config({', '.join(f'{k}={v!r}' for k, v in shown.items())})"
 
-def _redact(url: str | None) -> str | None:
-    """A Redis URL without its password (identities are compared and printed)."""
-    if not url or "@" not in url:
-        return url
-    scheme, sep, rest = url.partition("://")
-    creds, _, host = rest.rpartition("@")
-    user = creds.partition(":")[0]
-    return f"{scheme}{sep}{user + '@' if user else ''}{host}"

@@ -19,13 +19,16 @@ def sqlite_path(config: Config, shard: str) -> str:
 
 
 def open_store(config: Config, shard: str) -> Store:
+    """The shard's record store. Redis: ConfigError unless the server fsyncs every
+    write (``Config.redis_require_fsync``); the driver opens shard 0's store this way
+    before any actor starts (``connect``), so a non-durable server fails there."""
     if config.backend == "redis":
         from memorybus.storage.redis import RedisStore
 
         if config.redis_url is None:
             raise ConfigError("redis_url", "is required with backend 'redis'")
         return RedisStore(config.redis_url, config.namespace, shard, socket_timeout=config.store_timeout,
-                          op_retention=config.op_retention_seconds)
+                          op_retention=config.op_retention_seconds, require_fsync=config.redis_require_fsync)
     from memorybus.storage.sqlite import SqliteStore
 
     path = sqlite_path(config, shard)

@@ -77,11 +77,15 @@ class RedisKV:
 
         self.prefix = prefix
         self._errors: type[Exception] = redis.exceptions.RedisError
+        from memorybus.config.urls import redact_url
+
         try:
             self._r = redis.Redis.from_url(url, socket_timeout=5.0, socket_connect_timeout=5.0)
             self._r.ping()
+        except ValueError:  # its text may quote any part of the URL, password included
+            raise StoreUnavailable("redis", f"{redact_url(url)}: not a Redis URL redis-py can open") from None
         except self._errors as exc:
-            raise StoreUnavailable("redis", f"{url}: {exc}") from None
+            raise StoreUnavailable("redis", f"{redact_url(url)}: {type(exc).__name__}: {exc}") from None
 
     def _do(self, fn: Any, *args: Any) -> Any:
         try:

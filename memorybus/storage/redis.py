@@ -4,8 +4,11 @@ Every key of a shard is built by :class:`RedisKeys` and carries the shard's
 hash tag, so a shard's keys share one Redis Cluster slot. A whole
 :class:`WriteBatch` is one Lua script: it checks every operation first and
 writes only if all pass, so compare-and-set is atomic where the data lives.
-Durability is the server's: run Redis with ``appendonly yes`` and
-``appendfsync always`` for acknowledged-means-durable.
+Durability is the server's: acknowledged-means-durable needs Redis with
+``appendonly yes`` and ``appendfsync always``, which opening a store checks
+(:mod:`memorybus.storage.redis_durability`; ``require_fsync=False`` skips it).
+The URL may name an ACL user (``redis://user:password@host:port/db``); errors
+show it without the password.
 """
 
 from __future__ import annotations
@@ -19,9 +22,11 @@ import redis
 import redis.exceptions as rexc
 
 from memorybus.codec import decode_node, encode_node
-from memorybus.errors import MemoryNotFound, StoreUnavailable, VersionConflict
+from memorybus.config.urls import redact_url
+from memorybus.errors import ConfigError, MemoryNotFound, StoreUnavailable, VersionConflict
 from memorybus.model import MemoryNode
 from memorybus.storage.base import DEFAULT_OP_RETENTION, AlreadyApplied, OpRecord, WriteBatch
+from memorybus.storage.redis_durability import check_durable
 
 
 class RedisKeys:
@@ -185,7 +190,12 @@ def _to_node(values: Sequence[Any]) -> MemoryNode | None:
 
 
 class RedisStore:
-    """Records of one shard in Redis, under the shard's own key prefix."""
+    """Records of one shard in Redis, under the shard's own key prefix.
+
+    Opening raises StoreUnavailable when the server cannot be reached or refuses
+    the credentials, and ConfigError when the URL does not parse or (with
+    ``require_fsync``) the server does not fsync every write; neither names the
+    password."""
 
     backend = "redis"
 
@@ -198,19 +208,29 @@ class RedisStore:
         socket_timeout: float = 5.0,
         client: redis.Redis | None = None,
         op_retention: float = DEFAULT_OP_RETENTION,
+        require_fsync: bool = True,
     ) -> None:
         self.keys = RedisKeys(namespace, shard)
         self._retention_ms = str(max(1, int(op_retention * 1000)))
+        where = redact_url(url)
         try:
             self._r = client or redis.Redis.from_url(
                 url, socket_timeout=socket_timeout, socket_connect_timeout=socket_timeout
             )
+        except ValueError:  # its text may quote any part of the URL
+            raise ConfigError("redis_url", f"{where}: not a Redis URL redis-py can open") from None
+        try:
             self._commit = self._r.register_script(_COMMIT)
             self._touch = self._r.register_script(_TOUCH)
             self._resolve = self._r.register_script(_RESOLVE)
             self._r.ping()
+            self.durability = check_durable(self._r, str(where)) if require_fsync else "unchecked"
         except rexc.RedisError as exc:
-            raise StoreUnavailable("redis", f"{url}: {exc}") from None
+            self._r.close()
+            raise StoreUnavailable("redis", f"{where}: {type(exc).__name__}: {exc}") from None
+        except ConfigError:
+            self._r.close()
+            raise
 
     @property
     def client(self) -> redis.Redis:

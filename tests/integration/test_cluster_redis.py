@@ -1,7 +1,8 @@
 """The head's Redis, started the way cluster.yaml starts it (deploy/redis.sh with the
 settings the head exports; only the port, address and directories are private to the
-test): AOF fsync'd on every write, no eviction, a password, restarted by its supervisor
-after a kill -9 without losing an acknowledged write, backed up and restored."""
+test): AOF fsync'd on every write, no eviction, ACL users only (the bus's ``memorybus``
+user with the password file's password, the default user off), restarted by its
+supervisor after a kill -9 without losing an acknowledged write, backed up and restored."""
 
 from __future__ import annotations
 
@@ -58,10 +59,13 @@ def head(tmp_path: Path):
     # exactly the head's commands: configure in head_setup, start in head_start_ray
     run(cfg["head_setup_commands"][index_of(cfg["head_setup_commands"], "redis.sh configure")])
     run(cfg["head_start_ray_commands"][index_of(cfg["head_start_ray_commands"], "redis.sh start")])
-    client = redis.Redis(port=port, password=password.read_text().strip(), socket_timeout=5)
+    # the test inspects the server as redis.sh does: as the node's admin user
+    admin_pass = (home / "memorybus" / "redis" / "admin.pass").read_text()
+    client = redis.Redis(port=port, username="memorybus-admin", password=admin_pass, socket_timeout=5)
     pidfile = home / "memorybus" / "redis" / "supervisor.pid"
     try:
-        yield client, run, tmp_path, f"redis://:{password.read_text().strip()}@127.0.0.1:{port}/0"
+        # the drivers' URL, as the head's environment file builds it
+        yield client, run, tmp_path, f"redis://memorybus:{password.read_text().strip()}@127.0.0.1:{port}/0", password
     finally:
         subprocess.run(["bash", "-c", "bash ~/memorybus-deploy/redis.sh stop"], env=full_env, timeout=60, check=False)
         for f in (pidfile, pidfile.with_suffix(".pid.backup")):  # never leave a process behind
@@ -88,7 +92,7 @@ def wait_for_new_server(client: redis.Redis, old: int) -> int:
 
 
 def test_head_redis_is_durable_private_supervised_and_restorable(head):
-    client, run, tmp_path, url = head
+    client, run, tmp_path, url, _ = head
     config = {k: client.config_get(k)[k] for k in ("appendonly", "appendfsync", "maxmemory-policy", "bind", "dir")}
     assert config == {
         "appendonly": "yes",
@@ -102,6 +106,7 @@ def test_head_redis_is_durable_private_supervised_and_restorable(head):
         redis.Redis(port=client.connection_pool.connection_kwargs["port"]).ping()  # no password, no access
     # an acknowledged memorybus write survives kill -9 of the server; the supervisor restarts it
     store = RedisStore(url, "cluster", "shard-0")
+    assert store.durability == "config"  # the bus's user may read appendfsync: checked, 'always'
     node = MemoryNode(content="kept across a crash", scope=Scope("acme"), version=1, created_at=1.0,
                       last_accessed=1.0, valid_from=1.0)
     store.commit(WriteBatch(puts=[node]))
@@ -144,3 +149,71 @@ def _group_alive(pgid: int) -> bool:
     except ProcessLookupError:
         return False
     return True
+
+
+def test_head_redis_admits_only_its_acl_users_and_takes_a_rotated_password(head):
+    client, run, _tmp_path, url, password = head
+    port = client.connection_pool.connection_kwargs["port"]
+    old = password.read_text().strip()
+    assert client.acl_users() == ["default", "memorybus", "memorybus-admin"]
+    # the default user is off, whatever password it is given
+    for attempt in ({}, {"password": old}, {"username": "default", "password": old}):
+        with pytest.raises(redis.exceptions.AuthenticationError):
+            redis.Redis(port=port, **attempt).ping()
+    # the bus's user: data commands, never the server's administration
+    bus = redis.Redis.from_url(url)
+    bus.set("mb:probe", b"1")
+    assert bus.get("mb:probe") == b"1"
+    for command in (("FLUSHALL",), ("SHUTDOWN", "NOSAVE"), ("CONFIG", "SET", "appendfsync", "everysec"),
+                    ("ACL", "SETUSER", "default", "on", "nopass"), ("KEYS", "*"), ("BGSAVE",)):
+        with pytest.raises(redis.exceptions.NoPermissionError):
+            bus.execute_command(*command)
+    assert client.config_get("appendfsync")["appendfsync"] == "always"
+    assert client.get("mb:probe") == b"1"  # still up, nothing flushed
+    # a rotated password file: configure + start (what `ray up` runs) loads it into the running server
+    new = os.urandom(16).hex()
+    password.write_text(new + "\n")
+    run("bash ~/memorybus-deploy/redis.sh configure && bash ~/memorybus-deploy/redis.sh start")
+    with pytest.raises(redis.exceptions.AuthenticationError):
+        redis.Redis(port=port, username="memorybus", password=old).ping()
+    assert redis.Redis(port=port, username="memorybus", password=new).get("mb:probe") == b"1"
+    assert RedisStore(url.replace(old, new), "cluster", "shard-0").durability == "config"
+
+
+def test_a_replica_follows_the_head_as_the_memorybus_user(tmp_path):
+    """redis_replica's setup (deploy/redis.sh with MEMORYBUS_REDIS_REPLICAOF): the replica
+    authenticates to the primary as the bus's ACL user (masteruser/masterauth), which may
+    run PSYNC/REPLCONF, and receives what the bus writes."""
+    password = tmp_path / "redis.password"
+    password.write_text(os.urandom(16).hex())
+    ports = [free_port(), free_port()]
+    envs = []
+    for i, port in enumerate(ports):
+        env = {**os.environ, "MEMORYBUS_REDIS_PORT": str(port), "MEMORYBUS_REDIS_HOME": str(tmp_path / f"h{i}"),
+               "MEMORYBUS_REDIS_PASSWORD_FILE": str(password), "MEMORYBUS_BACKUP_INTERVAL": "0",
+               "MEMORYBUS_REDIS_MAXMEMORY": str(64 * 1024 * 1024)}
+        if i == 1:
+            env["MEMORYBUS_REDIS_REPLICAOF"] = f"127.0.0.1 {ports[0]}"
+        envs.append(env)
+    try:
+        for env in envs:
+            done = subprocess.run(["bash", "-c", f"bash {DEPLOY}/redis.sh configure && bash {DEPLOY}/redis.sh start"],
+                                  env=env, capture_output=True, text=True, timeout=60, check=False)
+            assert done.returncode == 0, done.stderr
+        url = f"redis://memorybus:{password.read_text()}@127.0.0.1:{{}}/0"
+        store = RedisStore(url.format(ports[0]), "cluster", "shard-0")
+        node = MemoryNode(content="replicated", scope=Scope("acme"), version=1, created_at=1.0, last_accessed=1.0,
+                          valid_from=1.0)
+        store.commit(WriteBatch(puts=[node]))
+        replica = RedisStore(url.format(ports[1]), "cluster", "shard-0")  # the bus's user reads the replica too
+        deadline = time.time() + 30
+        while replica.get(node.id) is None and time.time() < deadline:
+            time.sleep(0.2)
+        assert replica.get(node.id) is not None and replica.get(node.id).content == "replicated"
+        info = redis.Redis(port=ports[1], username="memorybus", password=password.read_text()).info("replication")
+        assert info["role"] == "slave" and info["master_link_status"] == "up"
+        store.close()
+        replica.close()
+    finally:
+        for env in reversed(envs):
+            subprocess.run(["bash", f"{DEPLOY}/redis.sh", "stop"], env=env, timeout=60, check=False)

@@ -147,7 +147,7 @@ def test_no_secret_is_written_into_the_yaml(raw: dict[str, Any]) -> None:
     env = redis_env(prepared(raw))
     assert env["MEMORYBUS_REDIS_PASSWORD_FILE"] == "/home/ray/.memorybus/redis.password"
     # the drivers' URL reads the file when the environment is loaded: no password in the env file
-    assert env["MEMORYBUS_REDIS_URL"].startswith("redis://:$(cat /home/ray/.memorybus/redis.password)@")
+    assert env["MEMORYBUS_REDIS_URL"].startswith("redis://memorybus:$(cat /home/ray/.memorybus/redis.password)@")
     index_of(raw["head_setup_commands"], "test -s ~/.memorybus/redis.password", "exit 1")
 
 
@@ -191,7 +191,8 @@ def test_redis_listens_privately_with_a_password(cfg: dict[str, Any]) -> None:
     cmd = cfg["head_setup_commands"][index_of(cfg["head_setup_commands"], "MEMORYBUS_REDIS_PORT")]
     assert "HEAD_IP=$(python -c 'import ray.util; print(ray.util.get_node_ip_address())')" in cmd
     script = (CLUSTER_YAML.parent / "deploy" / "redis.sh").read_text()
-    assert "requirepass" in script and "protected-mode yes" in script
+    assert "aclfile" in script and "user default off" in script and "protected-mode yes" in script
+    assert "requirepass" not in script  # the bus has its own ACL user (tests/unit/test_cluster_security.py)
 
 
 def test_redis_port_does_not_clash_with_ray(cfg: dict[str, Any]) -> None:

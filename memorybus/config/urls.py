@@ -1,0 +1,55 @@
+"""Server URLs that may carry a secret (``redis://user:password@host:port/db``).
+
+:func:`redact_url` is the one way such a URL is shown: in ``repr(config)``, in
+``Config.storage_identity()``, in error messages and logs. It never returns the
+password (neither the userinfo's nor a ``password=`` query argument); a URL that
+does not parse is not echoed at all, since its parts cannot be told apart.
+"""
+
+from __future__ import annotations
+
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+from memorybus.errors import ConfigError
+
+REDIS_SCHEMES = ("redis", "rediss", "unix")
+_SECRET_QUERY_KEYS = frozenset({"password", "pass", "auth"})
+
+
+def redact_url(url: str | None) -> str | None:
+    """``url`` without its password; None and "" are returned as they are."""
+    if not url:
+        return url
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 - raises ValueError when the authority does not parse
+    except ValueError:
+        scheme = url.partition("://")[0] if "://" in url else ""
+        return f"{scheme}://<address that does not parse>" if scheme.isalpha() else "<URL that does not parse>"
+    netloc = parts.netloc
+    if "@" in netloc:
+        creds, _, host = netloc.rpartition("@")
+        user = creds.partition(":")[0]
+        netloc = f"{user}@{host}" if user else host
+    query = parts.query
+    if query:
+        kept = [(k, v) for k, v in parse_qsl(query, keep_blank_values=True) if k.lower() not in _SECRET_QUERY_KEYS]
+        query = urlencode(kept)
+    return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
+
+
+def check_redis_url(url: str) -> None:
+    """Raise ConfigError (naming the URL only redacted) unless ``url`` is a Redis URL
+    redis-py can open: scheme redis, rediss or unix, and a numeric port if any."""
+    if not isinstance(url, str):
+        raise ConfigError("redis_url", "must be a string such as redis://user:password@host:6379/0")
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 - raises ValueError when the authority does not parse
+    except ValueError:
+        raise ConfigError("redis_url", f"{redact_url(url)}: the host, port or credentials do not parse "
+                                       "(a password with '/', '@', ':' or '#' must be percent-encoded)") from None
+    if parts.scheme not in REDIS_SCHEMES:
+        raise ConfigError("redis_url", f"{redact_url(url)}: the scheme must be one of {', '.join(REDIS_SCHEMES)}")
+    if parts.scheme != "unix" and not parts.hostname:
+        raise ConfigError("redis_url", f"{redact_url(url)}: no host")

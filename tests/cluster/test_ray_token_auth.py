@@ -1,0 +1,120 @@
+"""Ray started the way cluster.yaml starts it (``RAY_AUTH_MODE=token`` with
+``RAY_AUTH_TOKEN_PATH``, the token made by deploy/secrets.sh) admits only callers
+that hold the token: a driver with it runs a task; a driver without it, and GCS
+clients without it or with another token, are refused.
+
+A private head (``ray start --head --block`` in its own session, its own port,
+temp dir and HOME, so no ``~/.ray/auth_token`` is involved), stopped by pid.
+About 30 s, most of it the refused driver: ``ray.init`` gives up after 20 s.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import free_port
+from tests.unit.test_cluster_security import TOKEN, env_of
+from tests.unit.test_cluster_yaml import CLUSTER_YAML, load_raw, prepared, ray_head_start
+
+pytestmark = [pytest.mark.cluster, pytest.mark.timeout(150)]
+
+DRIVER = """
+import sys, ray
+try:
+    ray.init(address=sys.argv[1], log_to_driver=False)
+    print("ANSWER", ray.get(ray.remote(lambda: 41 + 1).remote(), timeout=60))
+except Exception as exc:
+    print("REFUSED", type(exc).__name__, exc)
+"""
+
+GCS_PROBE = """
+import sys
+from ray._raylet import GcsClient
+try:
+    GcsClient(address=sys.argv[1]).internal_kv_get(b"probe", None, timeout=5)
+    print("ADMITTED")
+except Exception as exc:
+    print("REFUSED", type(exc).__name__, exc)
+"""
+
+
+@pytest.fixture(scope="module")
+def head() -> Iterator[tuple[str, dict[str, str], Path]]:
+    """(address, the environment without any token setting, the token file)."""
+    root = Path(tempfile.mkdtemp(prefix="mbtok", dir="/tmp"))  # short: Ray's socket paths
+    home = root / "home"
+    home.mkdir()
+    base = {k: v for k, v in os.environ.items() if not k.startswith("RAY_AUTH")}
+    base.update(HOME=str(home), RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S="0", RAY_USAGE_STATS_ENABLED="0")
+    made = subprocess.run(["bash", str(CLUSTER_YAML.parent / "deploy" / "secrets.sh")], capture_output=True,
+                          text=True, timeout=30, check=False, env={**base, "MEMORYBUS_SECRETS_DIR": str(root / "s")})
+    assert made.returncode == 0, made.stderr
+    token = root / "s" / "ray_auth_token"
+    # the head's token settings exactly as cluster.yaml's `ray start --head` sets them
+    yaml_env = env_of(ray_head_start(prepared(load_raw())))
+    assert yaml_env == {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN_PATH": TOKEN}
+    port = free_port()
+    proc = subprocess.Popen(
+        ["ray", "start", "--head", "--block", f"--temp-dir={root}/t", f"--port={port}", "--num-cpus=1",
+         "--include-dashboard=false", "--disable-usage-stats"],
+        env={**base, **yaml_env, "RAY_AUTH_TOKEN_PATH": str(token)},
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+    )
+    try:
+        deadline = time.time() + 60
+        while probe(GCS_PROBE, f"127.0.0.1:{port}", {**base, **yaml_env, "RAY_AUTH_TOKEN_PATH": str(token)}) != (
+            "ADMITTED"
+        ):
+            assert proc.poll() is None and time.time() < deadline, "the Ray head did not start"
+            time.sleep(0.5)
+        yield f"127.0.0.1:{port}", base, token
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(30)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(10)
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def probe(script: str, address: str, env: dict[str, str]) -> str:
+    done = subprocess.run([sys.executable, "-c", script, address], env=env, capture_output=True, text=True,
+                          timeout=90, check=False)
+    lines = [line for line in done.stdout.splitlines() if line.startswith(("ANSWER", "ADMITTED", "REFUSED"))]
+    assert lines, done.stderr[-2000:]
+    return lines[-1]
+
+
+def test_a_driver_with_the_token_runs_tasks(head):
+    address, base, token = head
+    # what a driver on a node has: ~/.memorybus.env's RAY_AUTH_MODE and RAY_AUTH_TOKEN_PATH
+    env = {**base, "RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN_PATH": str(token)}
+    assert probe(DRIVER, address, env) == "ANSWER 42"
+
+
+def test_callers_without_the_token_are_refused(head, tmp_path):
+    address, base, token = head
+    other = tmp_path / "other_token"
+    other.write_text(os.urandom(32).hex())
+    for env in (
+        base,  # no token anywhere (and no ~/.ray/auth_token in this HOME)
+        {**base, "RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN_PATH": str(other)},  # another cluster's token
+        {**base, "RAY_AUTH_MODE": "disabled"},
+    ):
+        answer = probe(GCS_PROBE, address, env)
+        assert answer.startswith("REFUSED AuthenticationError"), answer
+        assert token.read_text() not in answer
+    # a whole driver without the token: ray.init fails (after about 20 s), no task runs
+    answer = probe(DRIVER, address, base)
+    assert answer.startswith("REFUSED ConnectionError"), answer
