@@ -105,7 +105,7 @@ def test_a_summarizer_that_fails_is_hook_failed_and_applies_nothing(bus, hook):
     cfg = bus.config.with_(consolidation=replace(bus.config.consolidation, summarizer=hook))
     actor = ray.remote(ConsolidationActor).options(num_cpus=0.01).remote(cfg)
     try:
-        with pytest.raises(mb.HookFailed, match="consolidation.summarizer"):
+        with pytest.raises(mb.HookFailed, match=r"consolidation\.summarizer"):
             ray.get(actor.run_once.remote(None, scopes=[ctx.scope.key]), timeout=120)
     finally:
         ray.kill(actor)

@@ -62,7 +62,7 @@ def test_a_judge_may_return_a_numpy_bool(tmp_path):
 
 
 def test_call_hook_wraps_exceptions_and_refused_results():
-    with pytest.raises(HookFailed, match="consolidation.summarizer failed: raised ZeroDivisionError"):
+    with pytest.raises(HookFailed, match=r"consolidation\.summarizer failed: raised ZeroDivisionError"):
         call_hook("consolidation.summarizer", lambda ms: 1 / 0, [], check=text_result)
     with pytest.raises(HookFailed, match="expected non-empty text"):
         call_hook("consolidation.summarizer", lambda ms: "   ", [], check=text_result)
