@@ -11,13 +11,20 @@ the visibility rule.
   versioned msgpack file (:mod:`memorybus.transfer`), page by page from every shard,
   atomically (a temporary file renamed at the end). For an exact copy, pause writers:
   pages are read one after the other, not as one snapshot.
-- :meth:`import_` reads and validates the whole file first (format, version, digest,
-  every record, embedding dimension) and asks every shard what it would conflict
-  with; a corrupted or foreign file, or any conflict, is refused with
-  ``InvalidRequest`` and nothing is written. Then each shard stores its part as it
-  was: ids, versions, access statistics, embeddings, fact histories and current
-  values. Records already present with the same content are skipped, so an import
-  interrupted part-way can be rerun. The backends may differ (SQLite -> Redis and back).
+- :meth:`import_` reads and validates the whole file first (format, version, seal,
+  digest, every record and reference, embedding dimension: see
+  :mod:`memorybus.transfer`) and asks every shard what it would conflict with; a
+  corrupted, edited, unsealed or foreign file, a memory id or fact head that is not of
+  its scope, or any conflict, is refused with ``InvalidRequest`` and nothing is
+  written. Then each shard stores its part as it was: ids, versions, access
+  statistics, embeddings, fact histories and current values. Records already present
+  with the same content are skipped, so an import interrupted part-way can be rerun,
+  and a rerun writes nothing twice. The backends may differ (SQLite -> Redis and back).
+
+Keys: ``export(path, key=k)`` seals the file with HMAC-SHA256 under ``k`` (bytes, at
+least 16); ``import_(path, key=k)`` accepts only a file sealed under ``k``. Without a
+key, ``import_`` refuses every file unless ``trusted=True`` (the caller vouches for it:
+only its unkeyed digest is checked, which anyone who edits the file can recompute).
 """
 
 from __future__ import annotations
@@ -32,7 +39,16 @@ from memorybus.errors import InvalidRequest, MemoryNotFound
 from memorybus.events import Event
 from memorybus.model import RELATION_FIELDS, MemoryNode
 from memorybus.scopes import Scope, shard_name
-from memorybus.transfer import EventDigests, ExportWriter, LoggedEvent, Slot, event_digest, read_export, record_digest
+from memorybus.transfer import (
+    EventDigests,
+    ExportWriter,
+    LoggedEvent,
+    Slot,
+    check_key,
+    event_digest,
+    read_export,
+    record_digest,
+)
 
 if TYPE_CHECKING:
     from memorybus.client import MemoryBus
@@ -55,18 +71,22 @@ class Inspection:
 
 
 # ------------------------------------------------------------------ export
-def export(bus: MemoryBus, path: str | os.PathLike[str], *, within: Scope | None = None) -> Op[dict[str, int]]:
+def export(
+    bus: MemoryBus, path: str | os.PathLike[str], *, within: Scope | None = None, key: bytes | None = None
+) -> Op[dict[str, int]]:
     """Write every memory whose scope lies within ``within`` (all when None), with the
-    event history and fact heads of those scopes, to ``path``; returns the counts."""
+    event history and fact heads of those scopes, to ``path``, sealed under ``key``
+    when given; returns the counts."""
     if within is not None and not isinstance(within, Scope):
         raise InvalidRequest("within", "must be a Scope or None")
+    key = check_key(key)
     handles = bus._shard_handles()
     header = {
         "namespace": bus.config.namespace,
         "embedding_dim": bus.config.embedding_dim,
         "within": list(within.as_tuple()) if within else None,
     }
-    writer = ExportWriter(path, header)
+    writer = ExportWriter(path, header, key=key)
     try:
         for shard in handles:
             after: str | None = None
@@ -94,9 +114,12 @@ def export(bus: MemoryBus, path: str | os.PathLike[str], *, within: Scope | None
 
 
 # ------------------------------------------------------------------ import
-def import_(bus: MemoryBus, path: str | os.PathLike[str]) -> Op[dict[str, int]]:
-    """Restore an :meth:`export` file into this bus; returns what was written."""
-    data = read_export(path, dim=bus.config.embedding_dim)
+def import_(
+    bus: MemoryBus, path: str | os.PathLike[str], *, key: bytes | None = None, trusted: bool = False
+) -> Op[dict[str, int]]:
+    """Restore an :meth:`export` file into this bus (sealed under ``key``, or any file
+    with ``trusted=True``); returns what was written (all zero for a rerun)."""
+    data = read_export(path, dim=bus.config.embedding_dim, key=key, trusted=trusted)
     handles = bus._shard_handles()
     count = len(handles)
     nodes: list[list[MemoryNode]] = [[] for _ in range(count)]
