@@ -102,8 +102,8 @@ def export(
                 scope_key, seq = position
                 page = shard.export_events.remote(within, scope_key, seq, _EVENTS_PAGE)
                 events, position = (yield Within([page], _WAIT))[0]
-                for key, n, blob in events:
-                    writer.event(key, n, blob)
+                for logged_scope, n, blob in events:
+                    writer.event(logged_scope, n, blob)
         for slots in (yield Within([s.export_slots.remote(within) for s in handles], _WAIT)):
             for slot in slots:
                 writer.slot(*slot)
