@@ -57,10 +57,16 @@ def register(sub: Any) -> None:
     export.add_argument("file")
     _store_flags(export)
     _scope_flags(export)
+    export.add_argument("--key-file", help="seal the file with the key in this file (HMAC-SHA256; >= 16 bytes; "
+                        "default: this bus's own export key)")
     export.set_defaults(func=cmd_export)
     imp = sub.add_parser("import", help="restore an export file (validated first; refused whole on any problem)")
     imp.add_argument("file")
     _store_flags(imp)
+    how = imp.add_mutually_exclusive_group()
+    how.add_argument("--key-file", help="accept only a file sealed with the key in this file (default: this "
+                     "bus's own export key)")
+    how.add_argument("--trusted", action="store_true", help="accept an unsealed file: you vouch for its contents")
     imp.set_defaults(func=cmd_import)
     top = sub.add_parser("top", help="a live view: shards, counts, writes/s, subscriptions")
     _store_flags(top)
@@ -260,10 +266,25 @@ def cmd_stats(args: argparse.Namespace) -> int:
     return 0
 
 
+def _key(args: argparse.Namespace) -> bytes | None:
+    """The export key in ``--key-file`` (its bytes, surrounding whitespace removed)."""
+    from memorybus.errors import InvalidRequest
+    from memorybus.transfer import check_key
+
+    if not args.key_file:
+        return None
+    try:
+        with open(args.key_file, "rb") as f:
+            return check_key(f.read().strip())
+    except OSError as exc:
+        raise InvalidRequest("key-file", f"cannot read {args.key_file}: {exc}") from None
+
+
 def cmd_export(args: argparse.Namespace) -> int:
     scope = _scope(args)
+    key = _key(args)
     with _connect(args) as bus:
-        counts = bus.export(args.file, within=scope)
+        counts = bus.export(args.file, within=scope, key=key)
     print(f"exported {counts['nodes']} memories, {counts['events']} events, {counts['slots']} facts to {args.file}")
     return 0
 
@@ -271,9 +292,11 @@ def cmd_export(args: argparse.Namespace) -> int:
 def cmd_import(args: argparse.Namespace) -> int:
     from memorybus.transfer import read_export
 
-    read_export(args.file)  # a bad file is refused before any bus is started
+    key = _key(args)
+    if key is not None or args.trusted:  # a bad file is refused before any bus is started
+        read_export(args.file, key=key, trusted=args.trusted)
     with _connect(args) as bus:
-        counts = bus.import_(args.file)
+        counts = bus.import_(args.file, key=key, trusted=args.trusted)
     print(f"imported {counts['nodes']} memories, {counts['events']} events, {counts['slots']} facts")
     return 0
 

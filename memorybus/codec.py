@@ -79,6 +79,11 @@ def node_to_dict(node: MemoryNode, *, with_embedding: bool = True) -> dict[str, 
 
 
 def node_from_dict(d: dict[str, Any]) -> MemoryNode:
+    """A stored node from its record. A record must carry its id: an empty one is
+    refused (InvalidMemory), never given a fresh id (a record decoded twice would be
+    two memories)."""
+    if not isinstance(d, dict) or not isinstance(d.get("id"), str) or not d["id"]:
+        raise InvalidMemory("id", "a stored record must carry a non-empty id")
     try:
         emb = d["embedding"]
         return MemoryNode(

@@ -12,7 +12,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from enum import Enum
 
+import numpy as np
+
 from memorybus.errors import InvalidRequest
+from memorybus.hooks import call_hook
 from memorybus.model import MemoryNode
 from memorybus.salience import SECONDS_PER_DAY
 
@@ -118,9 +121,19 @@ def default_contradiction(new: MemoryNode, old: MemoryNode) -> bool:
     return bool(nums_a and nums_b and nums_a != nums_b)
 
 
+def _verdict(value: object) -> str | None:
+    if value is None or isinstance(value, bool | np.bool_):  # numpy's bool too
+        return None
+    return f"returned {type(value).__name__} {str(value)[:60]!r} (a judge returns True, False or None)"
+
+
 def is_contradiction(new: MemoryNode, old: MemoryNode, judge: Judge | None = None) -> bool:
+    """Whether ``new`` contradicts ``old``: the judge's verdict, or the default rule
+    when there is no judge or it returns None. A judge that raises, or returns anything
+    but True, False or None, raises :class:`~memorybus.errors.HookFailed` (the write
+    that asked is refused whole: judges run before the commit)."""
     if judge is not None:
-        verdict = judge(new, old)
+        verdict = call_hook("bus.judge", judge, new, old, check=_verdict)
         if verdict is not None:
             return bool(verdict)
     return default_contradiction(new, old)

@@ -259,6 +259,21 @@ class EmbeddingError(MemoryBusError):
         return f"embedding failed: {self.detail}"
 
 
+class HookFailed(MemoryBusError):  # noqa: N818 - public API name
+    """A pluggable hook of the configuration (``bus.judge``,
+    ``consolidation.summarizer``) raised, or returned something it may not; the call
+    that ran it changed nothing. ``hook`` names the hook, ``detail`` what went wrong
+    (the exception's type and message, or the bad value's type)."""
+
+    def __init__(self, hook: str, detail: str) -> None:
+        super().__init__(hook, detail)
+        self.hook = hook
+        self.detail = detail
+
+    def __str__(self) -> str:
+        return f"hook {self.hook} failed: {self.detail}; nothing was written"
+
+
 class BusClosed(MemoryBusError):  # noqa: N818 - public API name
     """The bus handle was closed, its actors are gone, or this process left Ray.
 

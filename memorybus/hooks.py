@@ -1,4 +1,11 @@
-"""Pluggable callables named in the configuration (a judge, a summarizer)."""
+"""Pluggable callables named in the configuration (a judge, a summarizer).
+
+:func:`resolve_hook` turns a configured value into a callable; :func:`call_hook`
+runs one: whatever it raises, or a result its ``check`` refuses, becomes
+:class:`~memorybus.errors.HookFailed` naming the hook, so a user's hook never escapes
+as a raw ``TypeError`` through the bus. Hooks run before their call's commit, so a
+failed hook leaves nothing written.
+"""
 
 from __future__ import annotations
 
@@ -6,7 +13,7 @@ import importlib
 from collections.abc import Callable
 from typing import Any
 
-from memorybus.errors import ConfigError
+from memorybus.errors import ConfigError, HookFailed, MemoryBusError
 
 
 def resolve_hook(value: Any, name: str) -> Callable[..., Any] | None:
@@ -31,4 +38,26 @@ def resolve_hook(value: Any, name: str) -> Callable[..., Any] | None:
     return target
 
 
-__all__ = ["resolve_hook"]
+def call_hook(name: str, hook: Callable[..., Any], *args: Any, check: Callable[[Any], str | None] | None = None) -> Any:
+    """``hook(*args)``; raises HookFailed(name, ...) when it raises (a MemoryBusError of
+    its own passes through unchanged) or when ``check(result)`` returns a reason."""
+    try:
+        result = hook(*args)
+    except MemoryBusError:
+        raise
+    except Exception as exc:
+        raise HookFailed(name, f"raised {type(exc).__name__}: {exc}") from exc
+    reason = check(result) if check is not None else None
+    if reason is not None:
+        raise HookFailed(name, reason)
+    return result
+
+
+def text_result(value: object) -> str | None:
+    """A ``check`` for hooks that return text (a summarizer): a non-empty string."""
+    if isinstance(value, str) and value.strip():
+        return None
+    return f"returned {type(value).__name__} {str(value)[:60]!r} (expected non-empty text)"
+
+
+__all__ = ["call_hook", "resolve_hook", "text_result"]

@@ -61,5 +61,6 @@ def derived_id(scope: Scope, name: str) -> str:
 
 
 def fits(memory_id: str, scope: Scope) -> bool:
-    """Whether ``memory_id`` may name a memory of ``scope`` (it carries its bucket)."""
-    return bucket_of_id(memory_id) == bucket_of(scope.key)
+    """Whether ``memory_id`` may name a memory of ``scope``: it carries its bucket, in
+    the canonical form (lower case, hyphens), so one UUID never gives two ids."""
+    return bucket_of_id(memory_id) == bucket_of(scope.key) and memory_id == memory_id.lower()

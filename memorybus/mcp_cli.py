@@ -20,12 +20,13 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="serve the bus over MCP (stdio, or streamable HTTP on 127.0.0.1) for MCP clients",
         description="Serve the bus to MCP clients. Identity is the server's: stdio acts as --org/--user/--agent/"
         "--session; HTTP maps each bearer token to an identity with --tokens FILE "
-        '(JSON: {"<token>": {"org": "acme", "user": "alice", "agent": "claude"}}).',
+        '(JSON: {"<token>": {"org": "acme", "user": "alice", "agent": "claude"}}; private to its owner: '
+        "chmod 600, a file others may read is refused).",
     )
     p.add_argument("--transport", choices=["stdio", "http"], default="stdio")
     p.add_argument("--host", default="127.0.0.1", help="HTTP: address to bind (default loopback only)")
     p.add_argument("--port", type=int, default=8765, help="HTTP: port (default 8765)")
-    p.add_argument("--tokens", help="HTTP: JSON file mapping bearer tokens to identities (required for http)")
+    p.add_argument("--tokens", help="HTTP: JSON file mapping bearer tokens to identities (required for http; mode 600)")
     p.add_argument("--org", help="stdio: the org this server acts as (required for stdio)")
     p.add_argument("--user", default="")
     p.add_argument("--agent", default="")

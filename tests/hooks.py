@@ -16,3 +16,13 @@ def tagged_summary(members: Sequence[Any]) -> str:
 def always_contradicts(a: Any, b: Any) -> bool:
     """A judge that calls every similar pair a contradiction."""
     return True
+
+
+def broken_summary(members: Sequence[Any]) -> str:
+    """A summarizer with a bug: raises TypeError."""
+    return "Summary: " + len(members)  # type: ignore[operator]
+
+
+def garbage_summary(members: Sequence[Any]) -> Any:
+    """A summarizer that returns no text."""
+    return {"not": "text"}

@@ -29,7 +29,7 @@ from memorybus.auth import gatekeeper_for
 from memorybus.clock import Clock, SystemClock
 from memorybus.config import Config, ConsolidationPolicy, DecayPolicy
 from memorybus.errors import InvalidRequest, MemoryBusError
-from memorybus.hooks import resolve_hook
+from memorybus.hooks import call_hook, resolve_hook, text_result
 from memorybus.maintenance import Cluster, RunStatus, extractive_summary
 from memorybus.model import MemoryNode
 from memorybus.scopes import Context
@@ -210,8 +210,11 @@ class ConsolidationActor(_Scheduled):
         counts = {"clusters": len(work), "consolidated": 0, "sources": 0, "contradictions": 0}
         if not work:
             return counts
+        # every summary first: a summarizer that fails (HookFailed) fails the run before anything is applied
         texts = [
-            (self.summarizer or (lambda ms: extractive_summary(ms, self.policy.key_phrases)))(c.members)
+            call_hook("consolidation.summarizer", self.summarizer, c.members, check=text_result)
+            if self.summarizer
+            else extractive_summary(c.members, self.policy.key_phrases)
             for _, c in work
         ]
         if pause_before_apply:

@@ -11,13 +11,20 @@ the visibility rule.
   versioned msgpack file (:mod:`memorybus.transfer`), page by page from every shard,
   atomically (a temporary file renamed at the end). For an exact copy, pause writers:
   pages are read one after the other, not as one snapshot.
-- :meth:`import_` reads and validates the whole file first (format, version, digest,
-  every record, embedding dimension) and asks every shard what it would conflict
-  with; a corrupted or foreign file, or any conflict, is refused with
-  ``InvalidRequest`` and nothing is written. Then each shard stores its part as it
-  was: ids, versions, access statistics, embeddings, fact histories and current
-  values. Records already present with the same content are skipped, so an import
-  interrupted part-way can be rerun. The backends may differ (SQLite -> Redis and back).
+- :meth:`import_` reads and validates the whole file first (format, version, seal,
+  digest, every record and reference, embedding dimension: see
+  :mod:`memorybus.transfer`) and asks every shard what it would conflict with; a
+  corrupted, edited, unsealed or foreign file, a memory id or fact head that is not of
+  its scope, or any conflict, is refused with ``InvalidRequest`` and nothing is
+  written. Then each shard stores its part as it was: ids, versions, access
+  statistics, embeddings, fact histories and current values. Records already present
+  with the same content are skipped, so an import interrupted part-way can be rerun,
+  and a rerun writes nothing twice. The backends may differ (SQLite -> Redis and back).
+
+Keys: ``export(path, key=k)`` seals the file with HMAC-SHA256 under ``k`` (bytes, at
+least 16); ``import_(path, key=k)`` accepts only a file sealed under ``k``. Without a
+key, ``import_`` refuses every file unless ``trusted=True`` (the caller vouches for it:
+only its unkeyed digest is checked, which anyone who edits the file can recompute).
 """
 
 from __future__ import annotations
@@ -28,12 +35,22 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from memorybus.actors.runtime import Op, Within
+from memorybus.client import identity
 from memorybus.client.identity import require_operator
 from memorybus.errors import InvalidRequest, MemoryNotFound
 from memorybus.events import Event
 from memorybus.model import RELATION_FIELDS, MemoryNode
 from memorybus.scopes import Scope, shard_name
-from memorybus.transfer import EventDigests, ExportWriter, LoggedEvent, Slot, event_digest, read_export, record_digest
+from memorybus.transfer import (
+    EventDigests,
+    ExportWriter,
+    LoggedEvent,
+    Slot,
+    check_key,
+    event_digest,
+    read_export,
+    record_digest,
+)
 
 if TYPE_CHECKING:
     from memorybus.client import MemoryBus
@@ -56,19 +73,23 @@ class Inspection:
 
 
 # ------------------------------------------------------------------ export
-def export(bus: MemoryBus, path: str | os.PathLike[str], *, within: Scope | None = None) -> Op[dict[str, int]]:
+def export(
+    bus: MemoryBus, path: str | os.PathLike[str], *, within: Scope | None = None, key: bytes | None = None
+) -> Op[dict[str, int]]:
     """Write every memory whose scope lies within ``within`` (all when None), with the
-    event history and fact heads of those scopes, to ``path``; returns the counts."""
+    event history and fact heads of those scopes, to ``path``, sealed under ``key``
+    when given; returns the counts."""
     if within is not None and not isinstance(within, Scope):
         raise InvalidRequest("within", "must be a Scope or None")
     auth = require_operator(bus, "export")
+    key = check_key(key) if key is not None else identity.export_key(bus)
     handles = bus._shard_handles()
     header = {
         "namespace": bus.config.namespace,
         "embedding_dim": bus.config.embedding_dim,
         "within": list(within.as_tuple()) if within else None,
     }
-    writer = ExportWriter(path, header)
+    writer = ExportWriter(path, header, key=key)
     try:
         for shard in handles:
             after: str | None = None
@@ -84,8 +105,8 @@ def export(bus: MemoryBus, path: str | os.PathLike[str], *, within: Scope | None
                 scope_key, seq = position
                 page = shard.export_events.remote(auth, within, scope_key, seq, _EVENTS_PAGE)
                 events, position = (yield Within([page], _WAIT))[0]
-                for key, n, blob in events:
-                    writer.event(key, n, blob)
+                for logged_scope, n, blob in events:
+                    writer.event(logged_scope, n, blob)
         for slots in (yield Within([s.export_slots.remote(auth, within) for s in handles], _WAIT)):
             for slot in slots:
                 writer.slot(*slot)
@@ -96,10 +117,16 @@ def export(bus: MemoryBus, path: str | os.PathLike[str], *, within: Scope | None
 
 
 # ------------------------------------------------------------------ import
-def import_(bus: MemoryBus, path: str | os.PathLike[str]) -> Op[dict[str, int]]:
-    """Restore an :meth:`export` file into this bus; returns what was written."""
+def import_(
+    bus: MemoryBus, path: str | os.PathLike[str], *, key: bytes | None = None, trusted: bool = False
+) -> Op[dict[str, int]]:
+    """Restore an :meth:`export` file into this bus (sealed under ``key``, by default
+    this bus's own export key, or any file with ``trusted=True``); returns what was
+    written (all zero for a rerun)."""
     auth = require_operator(bus, "import")
-    data = read_export(path, dim=bus.config.embedding_dim)
+    if key is None and not trusted:
+        key = identity.export_key(bus)
+    data = read_export(path, dim=bus.config.embedding_dim, key=key, trusted=trusted)
     handles = bus._shard_handles()
     count = len(handles)
     nodes: list[list[MemoryNode]] = [[] for _ in range(count)]

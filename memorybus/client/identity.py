@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import hashlib
+import hmac
 import time
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
@@ -159,6 +161,20 @@ def agent_handle(bus: MemoryBus, org: str, user: str = "", agent: str = "", sess
     if bus.config.auth == "trusted":
         return bus
     return as_agent(bus, issue_credential(bus, org, user, agent, session, **grant))
+
+
+def export_key(bus: MemoryBus) -> bytes | None:
+    """The key export files of this bus are sealed under when the caller names none:
+    derived from the operator secret (HMAC), so only this bus's operator can seal a file
+    this bus imports without ``trusted=True``. None in trusted mode (no secrets)."""
+    if bus.config.auth == "trusted":
+        return None
+    kv = open_keys(bus.config)
+    try:
+        key = KeyRing.load(kv).ensure(OPERATOR_ORG)
+    finally:
+        kv.close()
+    return hmac.new(key.secret, b"memorybus export seal v1", hashlib.sha256).digest()
 
 
 def _tell_actors(bus: MemoryBus) -> None:

@@ -30,6 +30,20 @@ of the bus, ranked by its recall, and subject to its visibility rule:
   Expired items are never returned and the bus's decay sweep deletes them; reads
   refresh the expiry (``ttl_config["refresh_on_read"]``, default true).
 
+- **Which memories are items.** The store reads only memories it wrote for the
+  namespace and scope they are in: the memory key is exactly the item's key, its
+  ``structured["langgraph"]`` carries the store's mark (:data:`lgmatch.MARK`) and the
+  scope key it was written for, which must be the memory's own scope (a copy of an item
+  in another scope, e.g. broadcast to the org, is not an item there); and every scope
+  field the template takes from the namespace must be the memory's (an org-level
+  memory is never an item of ``("memories", "alice")`` under ``template=("*", "user")``,
+  whoever wrote it). A namespace that names no scope field is shared: items written
+  for it at a wider level the context sees (e.g. an org-level store's) are read too.
+  Anything else under the ``lgstore/`` keys — a plain ``remember`` with such a key, a
+  malformed or foreign item — is skipped, never raised, and counted in
+  :attr:`MemoryBusStore.skipped` (``"malformed"``: not an item the store wrote;
+  ``"foreign"``: an item of another scope).
+
 Items are semantic memories with ``decay_rate=0`` (never archived by decay). A batch
 runs its reads first, against the state before the batch, then its writes, one per
 ``(namespace, key)`` (the last wins; ``value=None`` deletes).
@@ -40,6 +54,7 @@ from __future__ import annotations
 import contextlib
 import json
 import time
+from collections import Counter
 from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
 from datetime import UTC, datetime
 from typing import Any
@@ -155,6 +170,9 @@ class MemoryBusStore(BaseStore):
         fields = list((index or {}).get("fields") or ["$"])
         self.index_fields = fields
         self.ttl_config: TTLConfig = ttl or {"refresh_on_read": True}
+        #: memories under the store's keys that reads skipped: ``"malformed"`` (not an
+        #: item the store wrote) and ``"foreign"`` (an item of another scope)
+        self.skipped: Counter[str] = Counter()
 
     # ------------------------------------------------------------------ mapping
     def scope_for(self, namespace: Sequence[str]) -> mb.Scope:
@@ -176,17 +194,34 @@ class MemoryBusStore(BaseStore):
                 texts += [t for t in get_text_at_path(value, tokenize_path(path)) if t.strip()]
         return "\n".join(texts) or None
 
-    @staticmethod
-    def _item_of(node: mb.MemoryNode, score: float | None = None, *, search: bool = False) -> Item | None:
-        meta = node.structured.get("langgraph") if node.key and node.key.startswith(lgmatch.KEY_ROOT + "/") else None
-        if not isinstance(meta, dict):
+    def _owns(self, scope: mb.Scope, item: lgmatch.ParsedItem) -> bool:
+        """Whether an item in ``scope`` is one this store reads (see the module docstring)."""
+        if item.scope != scope.key:
+            return False
+        named = dict(zip(_FIELDS, scope.as_tuple(), strict=True))
+        return all(name == "*" or position >= len(item.namespace) or named[name] == item.namespace[position]
+                   for position, name in enumerate(self.template))  # fmt: skip
+
+    def _parsed(self, node: mb.MemoryNode) -> lgmatch.ParsedItem | None:
+        """The item ``node`` holds for this store, or None (counted in ``skipped``)."""
+        item = lgmatch.parse_item(node.key, node.structured)
+        if isinstance(item, str):
+            self.skipped["malformed"] += 1
+            return None
+        if not self._owns(node.scope, item):
+            self.skipped["foreign"] += 1
+            return None
+        return item
+
+    def _item_of(self, node: mb.MemoryNode, score: float | None = None, *, search: bool = False) -> Item | None:
+        item = self._parsed(node)
+        if item is None:
             return None
         created = datetime.fromtimestamp(node.created_at, tz=UTC)
-        updated = datetime.fromtimestamp(float(meta.get("updated_at", node.created_at)), tz=UTC)
-        ns, key, value = tuple(meta["namespace"]), str(meta["key"]), dict(meta["value"])
+        updated = datetime.fromtimestamp(item.updated_at, tz=UTC)
         if search:
-            return SearchItem(ns, key, value, created, updated, score)
-        return Item(value=value, key=key, namespace=ns, created_at=created, updated_at=updated)
+            return SearchItem(item.namespace, item.key, item.value, created, updated, score)
+        return Item(value=item.value, key=item.key, namespace=item.namespace, created_at=created, updated_at=updated)
 
     # ---------------------------------------------------------------- the ops
     def _steps(self, ops: Iterable[Op]) -> Steps:
@@ -236,7 +271,8 @@ class MemoryBusStore(BaseStore):
         return node
 
     def _refresh(self, node: mb.MemoryNode) -> Steps:
-        minutes = node.structured.get("langgraph", {}).get("ttl")
+        item = lgmatch.parse_item(node.key, node.structured)  # an item read by this batch
+        minutes = None if isinstance(item, str) else item.ttl
         if minutes is None:
             return
         # written or deleted meanwhile: that write set its own expiry
@@ -313,7 +349,8 @@ class MemoryBusStore(BaseStore):
             value = dict(op.value)
             text = self._text(value, op.index)
             now = time.time()
-            meta = {"namespace": list(namespace), "key": key, "value": value, "updated_at": now, "ttl": op.ttl}
+            meta = {"store": lgmatch.MARK, "scope": scope.key, "namespace": list(namespace), "key": key,
+                    "value": value, "updated_at": now, "ttl": op.ttl}
             fields: dict[str, Any] = {
                 "structured": {"langgraph": meta},
                 "tags": () if text is not None else (_UNINDEXED_TAG,),

@@ -1,18 +1,66 @@
-"""Pure helpers of the LangGraph store: how a namespace and key become a memory key, and
-the filter and namespace-matching rules of LangGraph's ``BaseStore``. No I/O, no
-LangGraph import (unit-tested on their own).
+"""Pure helpers of the LangGraph store: how a namespace and key become a memory key, how
+a memory is recognised as an item the store wrote (:func:`parse_item`), and the filter
+and namespace-matching rules of LangGraph's ``BaseStore``. No I/O, no LangGraph import
+(unit-tested on their own).
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, TypeGuard
 
 from memorybus.errors import InvalidRequest
 
 #: the first segment of every key the store writes; items are found by this prefix
 KEY_ROOT = "lgstore"
+#: the mark every item the store writes carries in ``structured["langgraph"]["store"]``
+MARK = "memorybus.langgraph/1"
+_MAX_TIME = 1e11  # epoch seconds (year ~5138): later is not a time
+
+
+@dataclass(frozen=True, slots=True)
+class ParsedItem:
+    """What an item's memory says of it: namespace, key, value, update time, TTL
+    (minutes) and the scope key it was written for."""
+
+    namespace: tuple[str, ...]
+    key: str
+    value: dict[str, Any]
+    updated_at: float
+    ttl: float | None
+    scope: str
+
+
+def _time(x: Any) -> TypeGuard[float]:
+    return isinstance(x, int | float) and not isinstance(x, bool) and math.isfinite(x) and 0 <= x <= _MAX_TIME
+
+
+def parse_item(memory_key: str | None, structured: Mapping[str, Any]) -> ParsedItem | str:
+    """The item a memory holds, or why it holds none (a reason: never an exception).
+
+    A memory is an item only if its ``structured["langgraph"]`` is a map carrying
+    :data:`MARK`, a namespace of non-empty string labels, a string key, a dict value,
+    a time, a TTL (None or a positive number), the scope key it was written for, and
+    if its memory key is exactly :func:`item_key` of that namespace and key.
+    """
+    meta = structured.get("langgraph") if isinstance(structured, Mapping) else None
+    if not isinstance(meta, Mapping):
+        return "no item metadata"
+    if meta.get("store") != MARK:
+        return "not written by the store"
+    ns, key, value = meta.get("namespace"), meta.get("key"), meta.get("value")
+    if not isinstance(ns, list | tuple) or not ns or not all(isinstance(x, str) and x for x in ns):
+        return "bad namespace"
+    if not isinstance(key, str) or not isinstance(value, dict) or not all(isinstance(k, str) for k in value):
+        return "bad key or value"
+    updated, ttl, scope = meta.get("updated_at"), meta.get("ttl"), meta.get("scope")
+    if not _time(updated) or not (ttl is None or (_time(ttl) and ttl > 0)) or not isinstance(scope, str):
+        return "bad time, ttl or scope"
+    if memory_key != item_key(ns, key):
+        return "memory key does not match its namespace and key"
+    return ParsedItem(tuple(ns), key, dict(value), float(updated), None if ttl is None else float(ttl), scope)
 _OPERATORS = ("$eq", "$ne", "$gt", "$gte", "$lt", "$lte")
 
 

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
+import stat
 from collections import deque
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -51,11 +53,31 @@ def _identity(raw: object, where: str) -> mb.Context:
     return _context(raw)
 
 
+def _read_private(path: str | Path) -> str:
+    """The text of a file only its owner may read: a file that its group or others may
+    read or write (``mode & 0o077``) is refused with ConfigError naming it and the fix.
+    The mode is checked on the descriptor that is then read (no swap in between)."""
+    fd = os.open(path, os.O_RDONLY)
+    with os.fdopen(fd, "r", encoding="utf-8") as f:
+        st = os.fstat(f.fileno())
+        if not stat.S_ISREG(st.st_mode):
+            raise mb.ConfigError("tokens", f"{path} is not a regular file")
+        if st.st_mode & 0o077:
+            raise mb.ConfigError("tokens", f"{path} holds bearer tokens but its group or others may access it "
+                                 f"(mode {stat.S_IMODE(st.st_mode):04o}); run: chmod 600 {path}")
+        return f.read()
+
+
 def load_tokens(path: str | Path) -> dict[str, mb.Context]:
     """A token file: a JSON object mapping each bearer token to an identity,
-    ``{"<token>": {"org": "acme", "user": "alice", "agent": "claude"}}``."""
+    ``{"<token>": {"org": "acme", "user": "alice", "agent": "claude"}}``. The file must
+    be private to its owner (``chmod 600``): one that its group or others may read or
+    write raises ConfigError."""
     try:
-        raw = json.loads(Path(path).read_text())
+        text = _read_private(path)
+        raw = json.loads(text)
+    except mb.ConfigError:
+        raise
     except (OSError, ValueError) as exc:
         raise mb.ConfigError("tokens", f"cannot read {path}: {exc}") from None
     if not isinstance(raw, dict) or not raw:

@@ -121,7 +121,10 @@ class Facts(Job):
             slot_key = (new.scope.key, new.key or "")  # every prepared fact has a key
             if slot_key not in slots:
                 head_id, seq0 = self.core.store.slot(*slot_key)
-                slots[slot_key] = [head_id, seq0, self.core.store.get(head_id) if head_id else None, 0]
+                head = self.core.store.get(head_id) if head_id else None
+                if head is not None and (head.scope.key, head.key) != slot_key:
+                    head = None  # a head of another scope or key is never this fact's value
+                slots[slot_key] = [head_id, seq0, head, 0]
             state = slots[slot_key]
             current: MemoryNode | None = state[2]
             state[3] += 1
@@ -189,7 +192,9 @@ class Facts(Job):
             raise ScopeViolation("read")
         head_id, _ = self.core.store.slot(scope.key, key)
         node = self.core.nodes.get(head_id) if head_id else None
-        return evolve(node) if node else None
+        if node is None or node.scope != scope or node.key != key:
+            return None  # never a memory of another scope or key, whatever the slot says
+        return evolve(node)
 
     def history(self, context: Context, key: str, scope: Scope) -> list[Event]:
         """Every assertion of a keyed fact, in commit order, with its outcome."""

@@ -1,7 +1,13 @@
 """The shard's operator side: export pages, import (checked, then applied), counts,
 and one memory with its history. These calls take no caller context: they are for
 operators and tools (backup, restore, ``memorybus ls/show/stats``), like reading the
-store's files directly, and are not reachable through an agent's ``Context``."""
+store's files directly, and are not reachable through an agent's ``Context``.
+
+An import is checked here too, whoever calls: every memory's id must be an id of its
+scope and its scope routed to this shard; every fact head an id of its scope, and
+when that memory is here (or in the same call), a memory of the same scope and key;
+otherwise InvalidRequest and nothing of the call is written. What is here already is
+skipped, so an import rerun writes nothing twice."""
 
 from __future__ import annotations
 
@@ -16,7 +22,17 @@ from memorybus.model import MemoryNode, evolve
 from memorybus.scopes import Scope
 from memorybus.shard.job import Job
 from memorybus.storage.base import SlotWrite, WriteBatch
-from memorybus.transfer import EventDigests, LoggedEvent, Slot, event_digest, event_key, record_digest, within
+from memorybus.transfer import (
+    EventDigests,
+    LoggedEvent,
+    Slot,
+    event_digest,
+    event_key,
+    id_problem,
+    record_digest,
+    slot_problem,
+    within,
+)
 
 
 class Transfer(Job):
@@ -88,8 +104,12 @@ class Transfer(Job):
                 if len(have) > len(wanted):
                     found.append(f"scope {Scope.from_key(scope_key)} has a longer history here")
         current = {(s, k): (h, q) for s, k, h, q in self.core.store.all_slots()}
-        for scope_key, key, head, seq in slots:
-            if (scope_key, key) in current and current[(scope_key, key)] != (head, seq):
+        for slot in slots:
+            scope_key, key, head, seq = slot
+            problem = slot_problem(slot, self.core.nodes.get(head))
+            if problem is not None:
+                found.append(problem)
+            elif (scope_key, key) in current and current[(scope_key, key)] != (head, seq):
                 found.append(f"fact {key!r} in {Scope.from_key(scope_key)} has another current value")
         return found
 
@@ -102,11 +122,19 @@ class Transfer(Job):
         """Store exported records as they were: ids, versions, access statistics,
         embeddings, event sequence numbers and fact heads. One atomic commit; what is
         here already with the same content is skipped (an import can be rerun). Raises
-        VersionConflict when something here differs (nothing is written)."""
+        VersionConflict when something here differs, InvalidRequest for an id or fact
+        head that is not of its scope (see the module docstring); nothing is written."""
         puts: list[MemoryNode] = []
+        given_ids: dict[str, MemoryNode] = {}
         for given in nodes:
             limit = max(self.core.limits.max_content_chars, len(given.content))  # restored as it was
             node = given.validate(dim=self.core.dim, max_content_chars=limit)
+            problem = id_problem(node.id, node.scope)
+            if problem is not None or node.id in given_ids:
+                raise InvalidRequest("import", f"memory with {problem or f'id {node.id} twice'}; nothing was imported")
+            if self.core.owns is not None and not self.core.owns(node.scope.key):
+                raise InvalidRequest("import", f"memory {node.id}: its scope is not routed to {self.core.name}")
+            given_ids[node.id] = node
             have = self.core.nodes.get(node.id)
             if have is None:
                 if node.embedding is None:
@@ -118,6 +146,11 @@ class Transfer(Job):
         keys: list[str | None] = []
         last: dict[str, int] = {}
         for scope_key, seq, blob in events:
+            named = Event.decode(blob, seq).node
+            problem = id_problem(named.id, named.scope) if named.scope.key == scope_key else "another scope"
+            if problem is not None:
+                raise InvalidRequest("import", f"event {seq} of {scope_key} names a memory with {problem}; "
+                                     "nothing was imported")
             at = last.setdefault(scope_key, self.core.store.last_seq(scope_key))
             if seq <= at:
                 (have_seq, have_blob), *_ = self.core.store.read_events(scope_key, seq - 1, 1) or [(0, b"")]
@@ -131,7 +164,11 @@ class Transfer(Job):
             last[scope_key] = seq
         current = {(s, k): (h, q) for s, k, h, q in self.core.store.all_slots()}
         writes = []
-        for scope_key, key, head, seq in slots:
+        for slot in slots:
+            scope_key, key, head, seq = slot
+            problem = slot_problem(slot, given_ids.get(head) or self.core.nodes.get(head))
+            if problem is not None:
+                raise InvalidRequest("import", f"{problem}; nothing was imported")
             head_here = current.get((scope_key, key))
             if head_here == (head, seq):
                 continue

@@ -91,6 +91,28 @@ def test_a_summarizer_named_in_the_config_writes_the_summary(bus):
     assert semantic.content.startswith(f"Summary of {len(PARAPHRASES)} notes: ")
 
 
+@pytest.mark.parametrize("hook", ["tests.hooks:broken_summary", "tests.hooks:garbage_summary"])
+def test_a_summarizer_that_fails_is_hook_failed_and_applies_nothing(bus, hook):
+    """A summarizer that raises TypeError, or returns no text, fails the run with
+    HookFailed naming it (not a raw TypeError); no summary is written, no source changes."""
+    from dataclasses import replace
+
+    from memorybus.actors.maintenance import ConsolidationActor
+
+    o = f"org{uuid.uuid4().hex[:6]}"
+    ctx = Context(o, "u1", "ops")
+    sources = bus.remember_many(PARAPHRASES, ctx)
+    cfg = bus.config.with_(consolidation=replace(bus.config.consolidation, summarizer=hook))
+    actor = ray.remote(ConsolidationActor).options(num_cpus=0.01).remote(cfg)
+    try:
+        with pytest.raises(mb.HookFailed, match=r"consolidation\.summarizer"):
+            ray.get(actor.run_once.remote(None, scopes=[ctx.scope.key]), timeout=120)
+    finally:
+        ray.kill(actor)
+    assert bus.recall("why did the production deploy fail?", ctx, k=50, kinds=[MemoryKind.SEMANTIC]) == []
+    assert all(bus.get(n.id, ctx).status is MemoryStatus.ACTIVE and bus.get(n.id, ctx).version == 1 for n in sources)
+
+
 def test_maintenance_is_scoped_to_what_the_caller_manages(bus):
     """run_decay/run_consolidation touch only the scopes the caller manages (its org, or
     its user's scopes), and refuse a ``now`` far in the future (issue 10, item 4)."""

@@ -40,6 +40,7 @@ def http_server(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("mcphttp")
     tokens = tmp / "tokens.json"
     tokens.write_text(json.dumps(TOKENS))
+    tokens.chmod(0o600)  # a token file others may read is refused
     port = free_port()
     log = open(tmp / "server.log", "wb")  # noqa: SIM115
     proc = subprocess.Popen(

@@ -21,6 +21,7 @@ CASES = [
     E.IndexUnavailable("qdrant-edge", "broken"),
     E.EmbeddingError("bad shape"),
     E.BusClosed("memorybus", "closed"),
+    E.HookFailed("bus.judge", "raised TypeError: unsupported operand"),
     E.MemoryBusError("plain"),
 ]
 

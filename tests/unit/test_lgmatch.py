@@ -49,3 +49,34 @@ def test_filters():
     for bad in [{"n": {"$regex": "x"}}, {"": 1}, ["n"]]:
         with pytest.raises(InvalidRequest):
             lgmatch.check_filter(bad)
+
+
+def _meta(**changes):
+    meta = {"store": lgmatch.MARK, "scope": "acme\x1falice\x1f\x1f", "namespace": ["notes"], "key": "k",
+            "value": {"a": 1}, "updated_at": 1.5, "ttl": None}  # fmt: skip
+    return {"langgraph": {**meta, **changes}}
+
+
+def test_parse_item_accepts_what_the_store_writes():
+    item = lgmatch.parse_item(lgmatch.item_key(("notes",), "k"), _meta())
+    assert isinstance(item, lgmatch.ParsedItem)
+    assert (item.namespace, item.key, item.value, item.updated_at, item.ttl) == (("notes",), "k", {"a": 1}, 1.5, None)
+
+
+@pytest.mark.parametrize("structured", [
+    {}, {"langgraph": "oops"}, {"langgraph": None}, _meta(store=None), _meta(store="someone/1"),
+    _meta(namespace=[1, None]), _meta(namespace=[]), _meta(namespace="notes"), _meta(namespace=["notes", ""]),
+    _meta(key=5), _meta(value="v"), _meta(value={1: "x"}), _meta(updated_at="soon"), _meta(updated_at=float("nan")),
+    _meta(updated_at=1e300), _meta(updated_at=-1), _meta(ttl=-5), _meta(ttl="1"), _meta(scope=None),
+    _meta(namespace=["other"]), _meta(key="k2"),
+])  # fmt: skip
+def test_parse_item_gives_a_reason_never_an_exception(structured):
+    assert isinstance(lgmatch.parse_item(lgmatch.item_key(("notes",), "k"), structured), str)
+
+
+@given(st.recursive(st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=4),
+                    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=3), inner, max_size=3),
+                    max_leaves=10))  # fmt: skip
+def test_parse_item_never_raises_on_any_metadata(meta):
+    result = lgmatch.parse_item("lgstore/notes//k", {"langgraph": meta})
+    assert isinstance(result, str)  # nothing random carries the mark
