@@ -214,7 +214,7 @@ class Config:
     def without_secrets(self) -> Config:
         """This config as an agent's handle carries it: the Redis URL without its
         password (an agent reaches the bus through its actors, never the store)."""
-        return replace(self, redis_url=_redact(self.redis_url)) if self.redis_url else self
+        return replace(self, redis_url=redact_url(self.redis_url), qdrant_url=redact_url(self.qdrant_url))
 
     def as_dict(self) -> dict[str, Any]:
         """Every field as it is (``redis_url`` with its password: not for printing)."""
