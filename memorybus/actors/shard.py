@@ -23,7 +23,7 @@ from memorybus.maintenance import Cluster
 from memorybus.model import MemoryNode
 from memorybus.retrieval.wire import pack_hits, query_vector, unpack_request
 from memorybus.scopes import Context, Scope
-from memorybus.shard import FactResult, Shard
+from memorybus.shard import FactResult, Selector, Shard
 from memorybus.shard.build import open_shard
 from memorybus.transfer import EventDigests, LoggedEvent, Slot
 
@@ -43,12 +43,11 @@ class ShardActor:
     Writes that store vectors wait for the embedder on threads of their own (the
     ``ingest`` group), holding no lock meanwhile (see :mod:`memorybus.actors.ingest`).
 
-    Every mutating method takes the caller's operation id ``op`` (the client makes
-    one per call): Ray re-runs a call with the same arguments after the actor died,
-    and the shard answers such a re-run from the operation's record.
+    Every mutating method takes the caller's operation id ``op`` (the client makes one per call): Ray
+    re-runs a call with the same arguments after the actor died, and the shard answers it from its record.
 
-    Every committed event is pushed, fire-and-forget, to the hub actor of its
-    org; the durable event log is the fallback when a push is lost.
+    Every committed event is pushed, fire-and-forget, to the hub actor of its org; the durable
+    event log is the fallback when a push is lost. ``erase`` re-run after a death finds its job done.
     """
 
     def __init__(self, config: Config, name: str) -> None:
@@ -138,8 +137,6 @@ class ShardActor:
         period = self.config.touch_flush_seconds
         if period <= 0:
             return
-        import ray
-
         me = ray.get_runtime_context().current_actor
 
         def tick() -> None:
@@ -322,17 +319,14 @@ class ShardActor:
     ) -> list[str]:
         return self._read(lambda shard: shard.import_conflicts(digests, owned, events, slots))
 
-    def import_records(
-        self, nodes: list[MemoryNode], events: list[LoggedEvent], slots: list[Slot]
-    ) -> dict[str, int]:
+    def import_records(self, nodes: list[MemoryNode], events: list[LoggedEvent], slots: list[Slot]) -> dict[str, int]:
         return self._write(lambda shard: shard.import_records(nodes, events, slots))
 
     @ray.method(concurrency_group="reads")
     def stats(self) -> dict[str, Any]:
-        """The shard's counts (:meth:`memorybus.shard.Shard.stats`) and, under ``process``,
-        this actor's process: its pid, the garbage collector's thresholds, how many
-        objects it leaves unscanned (frozen after the shard's rebuild) and how many
-        recalls its direct channel answered."""
+        """The shard's counts (:meth:`memorybus.shard.Shard.stats`) and, under ``process``, this actor's
+        process: its pid, the garbage collector's thresholds, how many objects it leaves unscanned (frozen
+        after the shard's rebuild) and how many recalls its direct channel answered."""
         counts = self._read(lambda shard: shard.stats())
         served = self._direct.served if self._direct is not None else 0
         return {**counts, "process": {"pid": os.getpid(), "gc_threshold": list(gc.get_threshold()),
@@ -353,6 +347,13 @@ class ShardActor:
     @ray.method(concurrency_group="reads")
     def peek(self, ids: list[str]) -> list[MemoryNode]:
         return self._read(lambda shard: shard.peek(ids))
+
+    @ray.method(concurrency_group="reads")
+    def erase_targets(self, selector: Selector, known: list[str]) -> list[str]:
+        return self._read(lambda shard: shard.erase_targets(selector, known))
+
+    def erase(self, selector: Selector, ids: list[str], dry_run: bool = False) -> dict[str, int]:
+        return self._write(lambda shard: shard.erase(selector, ids, dry_run=dry_run))
 
     @ray.method(concurrency_group="reads")
     def pinned(self, context: Context) -> list[MemoryNode]:

@@ -21,7 +21,7 @@ import redis.exceptions as rexc
 from memorybus.codec import decode_node, encode_node
 from memorybus.errors import MemoryNotFound, StoreUnavailable, VersionConflict
 from memorybus.model import MemoryNode
-from memorybus.storage import scrub as erasure
+from memorybus.storage import redis_scrub as erasure
 from memorybus.storage.base import DEFAULT_OP_RETENTION, AlreadyApplied, OpRecord, Scrub, WriteBatch
 
 

@@ -205,7 +205,6 @@ def test_sqlite_unusable_path_is_store_unavailable(tmp_path):
 
 
 def test_fact_slot_compare_and_set(store):
-
     a, b = mk("python", key="lang"), mk("rust", key="lang")
     assert store.slot(S1.key, "lang") == (None, 0)
     store.commit(WriteBatch(puts=[a], slots=[SlotWrite(S1.key, "lang", 0, a.id)]))
