@@ -81,12 +81,13 @@ _ID_DATA = frozenset({"outcome", "fact_seq", "write", "replaced", "superseded_by
                       "erased", "sources"})
 
 
-def bare(node: MemoryNode) -> MemoryNode:
+def bare(node: MemoryNode, *, keep_tags: bool = False) -> MemoryNode:
     """``node`` with nothing a person wrote: ids, scope, kind, status, version, key and
-    times stay; content, structured data, tags, source, thread and speaker go. What a
-    ``FORGOTTEN`` event carries, and what an erased memory's events keep."""
-    return evolve(node, content="", structured={}, embedding=None, tags=(), source="", thread=None,
-                  position=None, speaker=None)
+    times stay; content, structured data, source, thread, speaker and (unless
+    ``keep_tags``) tags go. What an erased memory's events keep; what ``forget``'s
+    ``FORGOTTEN`` event carries (with its tags, which subscriptions filter on)."""
+    return evolve(node, content="", structured={}, embedding=None, tags=node.tags if keep_tags else (), source="",
+                  thread=None, position=None, speaker=None)
 
 
 def bare_event(event: Event) -> Event:

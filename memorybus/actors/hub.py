@@ -147,6 +147,10 @@ class HubActor:
         await self._ensure_restored()
         return await self.hub.pull(name, context, ack, timeout)
 
+    async def erase_principal(self, org: str, user: str, agent: str, dry_run: bool = False) -> int:
+        await self._ensure_restored()
+        return self.hub.erase_principal(org, user, agent, dry_run=dry_run)
+
     async def stats(self, context: Context) -> dict[str, Any]:
         await self._ensure_restored()
         return self.hub.stats(context)

@@ -6,7 +6,8 @@ erasure is completed). An operator's call: it takes no ``Context``.
 Memories derived from erased ones live on other shards too (a broadcast copy in the
 org's scope, a summary of a copy): the client asks every shard for the ids it would
 erase, given the ids found so far, until no shard finds a new one, then has every shard
-erase them, in parallel. ``dry_run``: the same counts, nothing changed.
+erase them, in parallel; then the hub of the org deletes the erased user's or agent's
+subscriptions and their cursors. ``dry_run``: the same counts, nothing changed.
 
 Not cleared: the embedders' and the query encoder's caches, which map a content hash
 to its vector (no text) and age out; subscribers' own copies of events delivered
@@ -42,7 +43,8 @@ def erase(
     agent), or the memories ``memory_ids`` (with ``org``: only those of that org), and
     what derives from them, everywhere the bus keeps them. Returns counts summed over
     the shards: ``memories``, ``summaries``, ``copies``, ``relinked``, ``events``,
-    ``ops``, ``slots``, ``graph_edges``, ``vectors``. Idempotent: a second call finds
+    ``ops``, ``slots``, ``graph_edges``, ``vectors``, and ``subscriptions`` (the erased
+    user's or agent's subscriptions and cursors, deleted at its org's hub). Idempotent: a second call finds
     nothing. Raises InvalidRequest for a bad selector (nothing changes)."""
     selector = Selector.of(org, user, agent, memory_ids)
     if not isinstance(dry_run, bool):
@@ -59,4 +61,10 @@ def erase(
     total: Counter[str] = Counter()
     for c in counts:
         total.update(c)
-    return {k: total.get(k, 0) for k in counts[0]} if counts else {}
+    out = {k: total.get(k, 0) for k in counts[0]}
+    out["subscriptions"] = 0
+    if selector.user or selector.agent:  # the principal's subscriptions and cursors, at its org's hub
+        _, hub = bus._hub_for(selector.org)
+        out["subscriptions"] = (yield Within([hub.erase_principal.remote(selector.org, selector.user,
+                                                                         selector.agent, dry_run)], _WAIT))[0]
+    return out

@@ -324,7 +324,7 @@ class Writes(Job):
 
         Soft with respect to history: the events of its earlier writes and the records of
         earlier operations still hold its content (its ``FORGOTTEN`` event holds none:
-        ids, scope and kind only). To remove the content everywhere, erase it
+        ids, scope, kind, key and tags only). To remove the content everywhere, erase it
         (:mod:`memorybus.shard.erase`)."""
         context = self.core.check_context(context)
         if expected_version is not None and not is_int(expected_version):
@@ -342,7 +342,7 @@ class Writes(Job):
         return self.core.commit(
             call,
             WriteBatch(deletes=[(memory_id, expected_version)]),
-            [self.core.event(EventKind.FORGOTTEN, bare(current), context, self.core.clock.now())],
+            [self.core.event(EventKind.FORGOTTEN, bare(current, keep_tags=True), context, self.core.clock.now())],
             True,
             apply,
         )

@@ -60,6 +60,7 @@ def test_erase_through_ray_survives_a_kill_and_a_crash_and_leaves_no_byte(ray_lo
             bus.erase(user="alice")  # no org: refused before anything
         dry = bus.erase(org="acme", user="alice", dry_run=True)  # 5 notes left, 1 user memory, 2 fact values
         assert dry["memories"] == 8 and dry["copies"] == 1 and dry["events"] > 0 and dry["ops"] > 0
+        assert dry["subscriptions"] == 0
         assert bus.get(shared.id, BOB).content.endswith(MARK)  # the dry run changed nothing
 
         # a shard killed while the erase runs: Ray re-runs the call on the restarted actor,
@@ -77,6 +78,9 @@ def test_erase_through_ray_survives_a_kill_and_a_crash_and_leaves_no_byte(ray_lo
         assert not [h for h in bus.recall(f"vault code {MARK}", ALICE, k=10) if MARK in h.node.content]
         assert not [h for h in bus.recall(f"window seats {MARK}", BOB, k=10) if MARK in h.node.content]
         assert bus.recall(f"where is Bob's desk {KEEP}", BOB, k=3)[0].node.id == kept.id
+        bus.export(tmp_path / "after.export")  # an export made afterwards holds none of it
+        exported = (tmp_path / "after.export").read_bytes()
+        assert MARK.encode() not in exported and KEEP.encode() in exported
     finally:
         bus.shutdown()
     assert hits_in_files(data, MARK) == []

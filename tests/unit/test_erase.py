@@ -120,6 +120,11 @@ def test_erase_user_leaves_no_byte_of_it_in_any_file(tmp_path, embedder, clock):
     for key in shard.store.event_scopes():
         for seq, blob in shard.store.read_events(key):
             assert MARK.encode() not in blob, (key, seq)
+    # an export made afterwards (records, events, fact heads) holds none of it, and bob's
+    nodes, _ = shard.export_nodes(None, None, 10_000)
+    events, _ = shard.export_events(None, None, 0, 10_000)
+    exported = b"".join(nodes) + b"".join(blob for _, _, blob in events) + repr(shard.export_slots(None)).encode()
+    assert MARK.encode() not in exported and KEEP.encode() in exported
     # bob's memory and fact are intact and recallable
     hits = shard.search(BOB, embedder.encode(["build server name"])[0], 5, query=f"build server {KEEP}")
     assert [h.node.id for h in hits][:1] == [made["kept"].id]
