@@ -35,16 +35,20 @@ def open_shard(data: Path, clock: ManualClock) -> Shard:
                  dim=384, clock=clock)  # fmt: skip
 
 
-def hits_in_files(data: Path, marker: str) -> list[str]:
-    """Every file under ``data`` (WAL, SHM, Qdrant segments, checkpoints) holding ``marker``."""
+def files_holding(data: Path, needle: bytes) -> list[str]:
+    """Every file under ``data`` (WAL, SHM, Qdrant segments, checkpoints) holding ``needle``."""
     found = []
     for root, _, files in os.walk(data):
         for name in files:
             path = os.path.join(root, name)
             with open(path, "rb") as f:
-                if marker.encode() in f.read():
+                if needle in f.read():
                     found.append(os.path.relpath(path, data))
     return found
+
+
+def hits_in_files(data: Path, marker: str) -> list[str]:
+    return files_holding(data, marker.encode())
 
 
 def put(shard: Shard, embedder, ctx: Context, texts: list[str], scope: Scope | None = None) -> list[MemoryNode]:
@@ -101,6 +105,13 @@ def test_erase_user_leaves_no_byte_of_it_in_any_file(tmp_path, embedder, clock):
     made = populate(shard, embedder, clock)
     shard.flush()
     assert hits_in_files(tmp_path, MARK), "the scan must see the content before the erase"
+    # Qdrant Edge keeps a deleted point's payload (its scope key, naming alice) and its
+    # (normalised) vector in its segment and WAL files: the erase rebuilds the index
+    shard.index.index.flush()
+    assert hits_in_files(tmp_path / "vectors", "alice")
+    vectors = [np.asarray(n.embedding, dtype=np.float32) for n in shard.store.iter_all() if n.scope.user == "alice"]
+    prints = [(v / np.linalg.norm(v)).astype(np.float32)[:6].tobytes() for v in vectors]
+    assert any(files_holding(tmp_path / "vectors", p) for p in prints)
     counts = shard.erase(Selector.of(org="acme", user="alice"))
     # five of alice's memories (one forgotten before), two fact values, the summary, the org copy
     assert counts["memories"] == 6 and counts["summaries"] == 1 and counts["copies"] == 1
@@ -132,6 +143,8 @@ def test_erase_user_leaves_no_byte_of_it_in_any_file(tmp_path, embedder, clock):
     shard.close()
     assert hits_in_files(tmp_path, MARK) == []
     assert hits_in_files(tmp_path, KEEP), "bob's content is still stored"
+    assert hits_in_files(tmp_path / "vectors", "alice") == []
+    assert not [p for p in prints if files_holding(tmp_path / "vectors", p)]
     again = open_shard(tmp_path, clock)  # a restart rebuilds everything from the store
     try:
         assert again.get(BOB, made["kept"].id).content.endswith(KEEP)
