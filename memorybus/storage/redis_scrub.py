@@ -77,12 +77,21 @@ def redis_compact(client: redis.Redis) -> None:
     """Ask the server to rewrite its append-only file (``BGREWRITEAOF``): the rewritten
     file holds the data as it is now, and the old files, with every earlier write, are
     deleted once it is done. In the background: the call returns before that (a rewrite
-    already running is left to finish, and one is scheduled after it)."""
+    already running is left to finish, and one is scheduled after it). Where the server
+    also takes RDB snapshots (``save`` configured), a new snapshot is scheduled too.
+    Replicas rewrite on their own schedule, and backups are not reached."""
     try:
         client.bgrewriteaof()
     except rexc.ResponseError as exc:  # AOF off, or a rewrite running: Redis then schedules one
         if "already in progress" not in str(exc) and "scheduled" not in str(exc):
             raise StoreUnavailable("redis", f"BGREWRITEAOF: {exc}") from None
+    except rexc.RedisError as exc:
+        raise StoreUnavailable("redis", f"{type(exc).__name__}: {exc}") from None
+    try:
+        if client.config_get("save").get("save"):
+            client.bgsave(schedule=True)
+    except rexc.ResponseError:  # CONFIG refused (a managed server): the AOF rewrite is what we asked for
+        pass
     except rexc.RedisError as exc:
         raise StoreUnavailable("redis", f"{type(exc).__name__}: {exc}") from None
 

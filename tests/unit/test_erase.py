@@ -270,3 +270,26 @@ def test_other_users_vectors_survive_the_index_rebuild(tmp_path, embedder, clock
     vec = np.asarray(embedder.encode(["Hydra build server"])[0])
     assert shard.index.search(vec, 3, scope_keys=[Scope("acme", "bob").key])
     shard.close()
+
+
+def test_erasing_one_source_removes_its_summary_and_frees_the_others(tmp_path, embedder, clock):
+    """A summary derived from an erased memory goes with it; the sources left lose the
+    link and are active again, so the next consolidation summarises what remains."""
+    shard = open_shard(tmp_path, clock)
+    texts = [f"Dana fixed the staging deploy script on day {i} {KEEP}" for i in range(3)]
+    episodes = put(shard, embedder, ALICE, texts)
+    policy = ConsolidationPolicy(min_cluster=2, similarity=0.5)
+    summary = f"Dana keeps fixing the staging deploy script {MARK}"
+    sem = shard.apply_consolidation([n.id for n in episodes], summary, embedder.encode([summary])[0], clock.now(),
+                                    policy)  # fmt: skip
+    assert sem is not None and all(shard.get(ALICE, n.id).status.value == "consolidated" for n in episodes)
+    counts = shard.erase(Selector.of(memory_ids=[episodes[0].id]))
+    assert counts["memories"] == 1 and counts["summaries"] == 1 and counts["relinked"] == 2
+    with pytest.raises(MemoryNotFound):
+        shard.get(ALICE, sem.id)
+    left = [shard.get(ALICE, n.id) for n in episodes[1:]]
+    assert all(n.status.value == "active" and n.children == () for n in left)
+    plan = shard.consolidation_plan(clock.now(), policy)
+    assert [sorted(m.id for m in c.members) for c in plan] == [sorted(n.id for n in left)]
+    shard.close()
+    assert hits_in_files(tmp_path, MARK) == []
