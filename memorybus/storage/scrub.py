@@ -40,7 +40,10 @@ def sqlite_scrub(lock: threading.RLock, db: sqlite3.Connection, scrub: Scrub) ->
     """Apply ``scrub`` in one transaction, with ``secure_delete`` on (freed and rewritten
     cells are zeroed in the page)."""
     with lock:
-        db.execute("PRAGMA secure_delete=ON")
+        try:
+            db.execute("PRAGMA secure_delete=ON")
+        except sqlite3.Error as exc:
+            raise StoreUnavailable("sqlite", str(exc)) from None
     events = [(blob, key, seq) for key, by_seq in scrub.events.items() for seq, blob in by_seq.items()]
     _sqlite(lock, db, [
         ("UPDATE events SET blob=? WHERE scope_key=? AND seq=?", events),
