@@ -15,7 +15,7 @@ from typing import Any
 
 from memorybus.codec import decode, encode, node_from_dict, node_to_dict
 from memorybus.errors import InvalidRequest
-from memorybus.model import MemoryKind, MemoryNode
+from memorybus.model import MemoryKind, MemoryNode, evolve
 from memorybus.scopes import Context, Level, Scope
 from memorybus.validation import is_text
 
@@ -74,6 +74,26 @@ class Event:
     def decode(cls, blob: bytes, seq: int) -> Event:
         d = decode(blob, EVENT)
         return cls(EventKind(d["kind"]), node_from_dict(d["node"]), d["at"], d["by"], seq, d["data"])
+
+
+#: the ``data`` entries an event about erased or forgotten content keeps (ids and outcomes, no text)
+_ID_DATA = frozenset({"outcome", "fact_seq", "write", "replaced", "superseded_by", "kept", "into", "contradicted_by",
+                      "erased", "sources"})
+
+
+def bare(node: MemoryNode, *, keep_tags: bool = False) -> MemoryNode:
+    """``node`` with nothing a person wrote: ids, scope, kind, status, version, key and
+    times stay; content, structured data, source, thread, speaker and (unless
+    ``keep_tags``) tags go. What an erased memory's events keep; what ``forget``'s
+    ``FORGOTTEN`` event carries (with its tags, which subscriptions filter on)."""
+    return evolve(node, content="", structured={}, embedding=None, tags=node.tags if keep_tags else (), source="",
+                  thread=None, position=None, speaker=None)
+
+
+def bare_event(event: Event) -> Event:
+    """``event`` with :func:`bare` node and only the id-valued entries of its data."""
+    data = {k: v for k, v in event.data.items() if k in _ID_DATA}
+    return Event(event.kind, bare(event.node), event.at, event.by, event.seq, data)
 
 
 @dataclass(frozen=True, slots=True)

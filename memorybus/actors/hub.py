@@ -157,6 +157,12 @@ class HubActor:
         await self._ensure_restored()
         return await self.hub.pull(name, context, ack, timeout)
 
+    async def erase_principal(self, auth: str, org: str, user: str, agent: str, dry_run: bool = False) -> int:
+        """Delete an erased principal's subscriptions and cursors (operator only)."""
+        self._gate.operator(auth, "erase")
+        await self._ensure_restored()
+        return self.hub.erase_principal(org, user, agent, dry_run=dry_run)
+
     async def stats(self, context: Context) -> dict[str, Any]:
         context = self._gate.admit(context, "bus_stats", write=False)
         await self._ensure_restored()

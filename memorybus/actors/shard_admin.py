@@ -20,6 +20,7 @@ from memorybus.events import Event
 from memorybus.maintenance import Cluster
 from memorybus.model import MemoryNode
 from memorybus.scopes import Context, Scope
+from memorybus.shard import Selector
 from memorybus.transfer import EventDigests, LoggedEvent, Slot
 
 if TYPE_CHECKING:
@@ -169,3 +170,14 @@ class OperatorCalls:
         if ahead > self.config.maintenance_max_future_seconds:
             raise InvalidRequest("now", f"is {ahead:.0f} s in the future (at most "
                                  f"{self.config.maintenance_max_future_seconds:.0f} s)")  # fmt: skip
+
+    @ray.method(concurrency_group="reads")
+    def erase_targets(self, auth: str, selector: Selector, known: list[str]) -> list[str]:
+        self._gate.operator(auth, "erase")
+        return self._read(lambda shard: shard.erase_targets(selector, known))
+
+    def erase(self, auth: str, selector: Selector, ids: list[str], dry_run: bool = False) -> dict[str, int]:
+        """Erase content everywhere this shard keeps it (operator only; see
+        :mod:`memorybus.shard.erase`). Re-run after the actor died, it finds its job done."""
+        self._gate.operator(auth, "erase")
+        return self._write(lambda shard: shard.erase(selector, ids, dry_run=dry_run))

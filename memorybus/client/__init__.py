@@ -5,7 +5,8 @@ actors and used there. Each operation is defined once, as an operation generator
 in a module of this package (:mod:`~memorybus.client.memories`,
 :mod:`~memorybus.client.recall`, :mod:`~memorybus.client.facts`,
 :mod:`~memorybus.client.subscriptions`, :mod:`~memorybus.client.maintenance`,
-:mod:`~memorybus.client.listing`, :mod:`~memorybus.client.admin`);
+:mod:`~memorybus.client.listing`, :mod:`~memorybus.client.admin`,
+:mod:`~memorybus.client.erasure`);
 :func:`~memorybus.client.operation.operations` makes its sync method here and
 its ``*_async`` twin, one line each, with the same signature and time limit. Connecting and
 closing are in :mod:`~memorybus.client.life`.
@@ -17,7 +18,18 @@ from typing import TYPE_CHECKING, Any
 
 from memorybus.actors import runtime
 from memorybus.auth import Grant
-from memorybus.client import admin, facts, identity, life, listing, maintenance, memories, queries, subscriptions
+from memorybus.client import (
+    admin,
+    erasure,
+    facts,
+    identity,
+    life,
+    listing,
+    maintenance,
+    memories,
+    queries,
+    subscriptions,
+)
 from memorybus.client.operation import operations
 from memorybus.config import Config
 from memorybus.errors import InvalidRequest, MemoryBusError, NotAuthorized
@@ -58,6 +70,8 @@ class MemoryBus:
         #: a handle not yet connected); see memorybus.client.identity
         self._credential: str | None = None
         self._grant: Grant | None = None
+        #: the operator's own handle (from connect): it never pickles
+        self._pinned = False
 
     # ------------------------------------------------------------- operations
     remember, remember_async = operations(memories.remember, "write")
@@ -96,6 +110,7 @@ class MemoryBus:
     stats, stats_async = operations(admin.stats, 120)
     hub_stats, hub_stats_async = operations(admin.hub_stats, 60)
     inspect, inspect_async = operations(admin.inspect, None)
+    erase, erase_async = operations(erasure.erase, None)
 
     # --------------------------------------------------------------- identity
     def issue_credential(self, org: str | None = None, user: str = "", agent: str = "", session: str = "",
@@ -154,11 +169,11 @@ class MemoryBus:
         ``seconds`` with OperationTimeout (None: wait as long as it takes)."""
         other = MemoryBus(self.config.with_(read_timeout=seconds, write_timeout=seconds))
         other._shards, other._embedders, other._hubs = self._shards, self._embedders, self._hubs
-        other._credential, other._grant = self._credential, self._grant
+        other._credential, other._grant, other._pinned = self._credential, self._grant, self._pinned
         return other
 
     def __reduce__(self) -> tuple[Any, ...]:
-        if self._grant is not None and self._grant.operator:
+        if self._pinned:
             raise NotAuthorized(
                 "pickle", "the operator's handle does not leave its process: hand agents "
                 "bus.as_agent(bus.issue_credential(...)) (an operator credential, deliberately, for another operator)")

@@ -162,7 +162,8 @@ def current_fact(bus: MemoryBus, key: str, context: Context, *, scope: Any = Non
 
 def history(bus: MemoryBus, key: str, context: Context, *, scope: Any = None) -> Op[list[Event]]:
     """Every assertion of a keyed fact in commit order: ``event.data["outcome"]`` is
-    ``created``, ``superseded``, ``rejected`` or ``reinforced``; ``event.node`` the value."""
+    ``created``, ``superseded``, ``rejected`` or ``reinforced``; ``event.node`` the value
+    (an erased value: ids, kind and outcome, no content; see :meth:`MemoryBus.erase`)."""
     target = _fact_scope(context, scope)
     shard = bus._shard_handles()[bus._router.shard_for(target.key)]
     (events,) = yield [shard.history.remote(context, _check_key(key), target)]

@@ -50,6 +50,7 @@ def bootstrap(bus: MemoryBus) -> None:
         grant = Grant(org=OPERATOR_ORG, operator=True, issued=now, expires=now + OPERATOR_TTL, kid=key.kid)
         bus._credential = grant.sign(key.secret)
         bus._grant = grant
+        bus._pinned = True
     finally:
         kv.close()
 

@@ -221,7 +221,9 @@ def update(bus: MemoryBus, memory_id: str, context: Context, *, expected_version
 def forget(bus: MemoryBus, memory_id: str, context: Context, *, expected_version: int | None = None,
            op_id: str | None = None) -> Op[bool]:  # fmt: skip
     """Delete a memory from store and index. Raises MemoryNotFound if absent.
-    ``op_id`` as for :meth:`remember`: a retry of a forget that succeeded answers True."""
+    ``op_id`` as for :meth:`remember`: a retry of a forget that succeeded answers True.
+    Soft: earlier events (``history``) and operation records still hold its content until
+    it is erased (:meth:`MemoryBus.erase`); its own ``FORGOTTEN`` event holds none."""
     op = new_op(op_id)
     done = yield from tag_op(op, _forget(bus, memory_id, context, expected_version, op))
     return done

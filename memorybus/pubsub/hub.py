@@ -182,6 +182,26 @@ class Hub:
             sub.task.cancel()
         return True
 
+    def erase_principal(self, org: str, user: str = "", agent: str = "", *, dry_run: bool = False) -> int:
+        """Delete every subscription (record and cursors, live or stored) owned by
+        ``user`` or ``agent`` of ``org`` (both: that user's agent): part of an erasure.
+        Returns how many; ``dry_run``: count only."""
+        ids = set(self.store.owned_by(org, user, agent))
+        ids |= {i for i, s in self.subs.items() if s.context.org == org and (not user or s.context.user == user)
+                and (not agent or s.context.agent == agent)}  # fmt: skip
+        if dry_run:
+            return len(ids)
+        for sub_id in ids:
+            sub = self.subs.pop(sub_id, None)
+            self._dirty.discard(sub_id)
+            self.store.delete(sub_id)
+            if sub is not None:
+                sub.closed = True
+                sub.wake.set()
+                if sub.task is not None:
+                    sub.task.cancel()
+        return len(ids)
+
     def cursors(self, name: str, context: Context) -> dict[str, int]:
         """The acknowledged cursors of ``context``'s subscription ``name`` ({} if none)."""
         sub = self.find(context, check_name(name))

@@ -63,6 +63,16 @@ class SubscriptionStore:
         saved = self.kv.get(f"cur:{sub_id}")
         return dict(msgpack.unpackb(saved, raw=False)) if saved is not None else None
 
+    def owned_by(self, org: str, user: str = "", agent: str = "") -> list[str]:
+        """The ids of the stored subscriptions whose owner is ``user`` or ``agent`` of
+        ``org`` (both given: that user's agent)."""
+        out = []
+        for key, blob in self.kv.scan("sub:"):
+            owner = decode_context(msgpack.unpackb(blob, raw=False)["context"])
+            if owner.org == org and (not user or owner.user == user) and (not agent or owner.agent == agent):
+                out.append(key[4:])
+        return out
+
     def delete(self, sub_id: str) -> None:
         self.kv.delete(f"sub:{sub_id}")
         self.kv.delete(f"cur:{sub_id}")

@@ -17,8 +17,9 @@ Guarantees:
   that window of access statistics, never a memory.
 """
 
+from memorybus.shard.erase import Selector
 from memorybus.shard.facts import FactResult
 from memorybus.shard.shard import Shard
 from memorybus.shard.writes import UPDATABLE
 
-__all__ = ["UPDATABLE", "FactResult", "Shard"]
+__all__ = ["UPDATABLE", "FactResult", "Selector", "Shard"]

@@ -197,7 +197,9 @@ class Facts(Job):
         return evolve(node)
 
     def history(self, context: Context, key: str, scope: Scope) -> list[Event]:
-        """Every assertion of a keyed fact, in commit order, with its outcome."""
+        """Every assertion of a keyed fact, in commit order, with its outcome. An erased
+        value's events show kind, ids and outcome only (no content); an erased user's or
+        agent's facts have no history left (see :mod:`memorybus.shard.erase`)."""
         context = self.core.check_context(context)
         if not scope.visible_to(context):
             raise ScopeViolation("read")

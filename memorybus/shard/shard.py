@@ -8,8 +8,8 @@ events). :class:`~memorybus.shard.core.ShardCore` holds them with the checks eve
 call makes. Jobs, each over the core: reads and recall (:mod:`.reads`), writes
 (:mod:`.writes`), keyed facts (:mod:`.facts`), broadcast (:mod:`.broadcast`),
 decay (:mod:`.decay`), consolidation (:mod:`.consolidation`), event replay
-(:mod:`.replay`), export and import (:mod:`.transfer`). The shard's calls are
-theirs.
+(:mod:`.replay`), export and import (:mod:`.transfer`), erasure (:mod:`.erase`).
+The shard's calls are theirs; an erasure left unfinished is completed on opening.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ from memorybus.shard.broadcast import Broadcasts
 from memorybus.shard.consolidation import Consolidation
 from memorybus.shard.core import Limits, ShardCore
 from memorybus.shard.decay import Decay
+from memorybus.shard.erase import Erasure
 from memorybus.shard.facts import Facts
 from memorybus.shard.gate import Gate
 from memorybus.shard.index import SearchIndex
@@ -84,7 +85,7 @@ class Shard:
         self.clock, self.ranking, self.texts = core.clock, core.ranking, core.texts
         reads, writes, facts = Reads(core), Writes(core), Facts(core)
         broadcasts, decay, consolidation = Broadcasts(core), Decay(core), Consolidation(core)
-        replay, transfer = Replay(core), Transfer(core)
+        replay, transfer, erasure = Replay(core), Transfer(core), Erasure(core)
         self._recall = reads.recall
         # reads and recall
         self.get = reads.get
@@ -122,6 +123,9 @@ class Shard:
         self.stats = transfer.stats
         self.inspect = transfer.inspect
         self.peek = transfer.peek
+        self.erase_targets = erasure.erase_targets
+        self.erase = erasure.erase
+        self.resume_erase = erasure.resume
         # access statistics and the index's health
         self.touches_due = core.records.touches_due
         self.flush = core.records.flush
@@ -129,6 +133,7 @@ class Shard:
         self.checkpoint_index = core.checkpoint_index
         self.rebuild = core.rebuild
         core.rebuild()
+        erasure.resume()  # an erasure an earlier process left unfinished is completed first
 
     @property
     def on_events(self) -> Callable[[list[Event]], None] | None:

@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 
 from memorybus.errors import InvalidMemory, InvalidRequest, MemoryNotFound, ScopeViolation, VersionConflict
-from memorybus.events import EventKind
+from memorybus.events import EventKind, bare
 from memorybus.model import MemoryKind, MemoryNode, MemoryStatus, evolve
 from memorybus.scopes import Context
 from memorybus.shard.job import Job
@@ -319,8 +319,13 @@ class Writes(Job):
     def delete(
         self, context: Context, memory_id: str, expected_version: int | None = None, *, op: str | None = None
     ) -> bool:
-        """Forget a memory (hard delete from store and index). False if already gone
-        (a re-execution of a delete that succeeded, same ``op``, answers True)."""
+        """Forget a memory: its record leaves the store and every index. False if already
+        gone (a re-execution of a delete that succeeded, same ``op``, answers True).
+
+        Soft with respect to history: the events of its earlier writes and the records of
+        earlier operations still hold its content (its ``FORGOTTEN`` event holds none:
+        ids, scope, kind, key and tags only). To remove the content everywhere, erase it
+        (:mod:`memorybus.shard.erase`)."""
         context = self.core.check_context(context)
         if expected_version is not None and not is_int(expected_version):
             raise InvalidRequest("expected_version", "must be an int or None")
@@ -337,7 +342,7 @@ class Writes(Job):
         return self.core.commit(
             call,
             WriteBatch(deletes=[(memory_id, expected_version)]),
-            [self.core.event(EventKind.FORGOTTEN, current, context, self.core.clock.now())],
+            [self.core.event(EventKind.FORGOTTEN, bare(current, keep_tags=True), context, self.core.clock.now())],
             True,
             apply,
         )

@@ -70,6 +70,23 @@ class WriteBatch:
         return [n.id for n in self.puts] + [n.id for n, _ in self.updates] + [i for i, _ in self.deletes]
 
 
+@dataclass(slots=True)
+class Scrub:
+    """What an erasure rewrites in place (see :meth:`Store.scrub`).
+
+    - ``events``: per scope key, ``{seq: new payload}`` (the same event without content)
+    - ``ops``: ``{operation key: new answer}`` (the same answer without content)
+    - ``slots``: keyed facts ``(scope_key, key)`` dropped with their fact-event index
+    """
+
+    events: dict[str, dict[int, bytes]] = field(default_factory=dict)
+    ops: dict[str, bytes] = field(default_factory=dict)
+    slots: list[tuple[str, str]] = field(default_factory=list)
+
+    def __bool__(self) -> bool:
+        return bool(any(self.events.values()) or self.ops or self.slots)
+
+
 class OpRecord(NamedTuple):
     """What a store recorded for an operation id: its answer and its events' sequences."""
 
@@ -174,6 +191,29 @@ class Store(Protocol):
 
     def clear(self) -> None:
         """Delete every record of this shard (tests and tooling)."""
+        ...
+
+    # erasure (see memorybus.shard.erase and memorybus.storage.scrub)
+    def op_results(self) -> list[tuple[str, bytes]]:
+        """Every operation record held now: ``(operation key, answer)``."""
+        ...
+
+    def scrub(self, scrub: Scrub) -> None:
+        """Rewrite event payloads and operation answers in place (sequence numbers, ids
+        and expiry kept) and drop fact slots with their fact-event index; idempotent."""
+        ...
+
+    def compact(self) -> None:
+        """Make removed and rewritten bytes leave the backing files (SQLite: VACUUM and a
+        WAL checkpoint with truncation; Redis: an append-only-file rewrite)."""
+        ...
+
+    def erase_job(self) -> bytes | None:
+        """The unfinished erase job recorded here, if any."""
+        ...
+
+    def set_erase_job(self, job: bytes | None) -> None:
+        """Record (durably, when it returns) or clear the erase job."""
         ...
 
     def close(self) -> None: ...

@@ -25,7 +25,8 @@ from memorybus.codec import decode_node, encode_node
 from memorybus.config.urls import redact_url
 from memorybus.errors import ConfigError, MemoryNotFound, StoreUnavailable, VersionConflict
 from memorybus.model import MemoryNode
-from memorybus.storage.base import DEFAULT_OP_RETENTION, AlreadyApplied, OpRecord, WriteBatch
+from memorybus.storage import redis_scrub as erasure
+from memorybus.storage.base import DEFAULT_OP_RETENTION, AlreadyApplied, OpRecord, Scrub, WriteBatch
 from memorybus.storage.redis_durability import check_durable
 
 
@@ -392,6 +393,22 @@ class RedisStore:
         keys = self._call(lambda: list(self._r.scan_iter(match=f"{self.keys.prefix}:*", count=1000)))
         for i in range(0, len(keys), 500):
             self._call(self._r.delete, *keys[i : i + 500])
+
+    # erasure (see memorybus.storage.scrub)
+    def op_results(self) -> list[tuple[str, bytes]]:
+        return erasure.redis_op_results(self._r, self.keys)
+
+    def scrub(self, scrub: Scrub) -> None:
+        erasure.redis_scrub(self._r, self.keys, scrub)
+
+    def compact(self) -> None:
+        erasure.redis_compact(self._r)
+
+    def erase_job(self) -> bytes | None:
+        return erasure.redis_job(self._r, self.keys)
+
+    def set_erase_job(self, job: bytes | None) -> None:
+        erasure.redis_set_job(self._r, self.keys, job)
 
     def close(self) -> None:
         with contextlib.suppress(rexc.RedisError):

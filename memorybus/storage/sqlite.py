@@ -22,7 +22,8 @@ import msgpack
 from memorybus.codec import decode_node, encode_node
 from memorybus.errors import MemoryNotFound, StoreUnavailable, VersionConflict
 from memorybus.model import MemoryNode
-from memorybus.storage.base import DEFAULT_OP_RETENTION, AlreadyApplied, OpRecord, WriteBatch
+from memorybus.storage import scrub as erasure
+from memorybus.storage.base import DEFAULT_OP_RETENTION, AlreadyApplied, OpRecord, Scrub, WriteBatch
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS nodes (
@@ -100,7 +101,7 @@ class SqliteStore:
             self._db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False, timeout=timeout)
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=FULL")
-            self._db.executescript(_SCHEMA)
+            self._db.executescript(_SCHEMA + erasure.JOBS_SCHEMA)
             self._reader = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False, timeout=timeout)
         except (sqlite3.Error, OSError) as exc:
             raise StoreUnavailable("sqlite", f"{self.path}: {exc}") from None
@@ -366,6 +367,23 @@ class SqliteStore:
                     self._db.execute(f"DELETE FROM {table}")
             except sqlite3.Error as exc:
                 raise StoreUnavailable("sqlite", str(exc)) from None
+
+    # erasure (see memorybus.storage.scrub)
+    def op_results(self) -> list[tuple[str, bytes]]:
+        return erasure.sqlite_op_results(self._query("SELECT op, result FROM ops"))
+
+    def scrub(self, scrub: Scrub) -> None:
+        erasure.sqlite_scrub(self._lock, self._db, scrub)
+
+    def compact(self) -> None:
+        erasure.sqlite_compact(self._lock, self._db)
+
+    def erase_job(self) -> bytes | None:
+        rows = self._query("SELECT v FROM jobs WHERE k='erase'")
+        return bytes(rows[0][0]) if rows else None
+
+    def set_erase_job(self, job: bytes | None) -> None:
+        erasure.sqlite_set_job(self._lock, self._db, job)
 
     def close(self) -> None:
         """Checkpoint the WAL into the main file and close: afterwards the ``.sqlite``

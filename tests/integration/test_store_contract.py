@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from memorybus import MemoryNode, MemoryNotFound, Scope, StoreUnavailable, VersionConflict
-from memorybus.storage import Store, WriteBatch
+from memorybus.storage import Scrub, SlotWrite, Store, WriteBatch
 from memorybus.storage.redis import RedisStore
 from memorybus.storage.sqlite import SqliteStore
 
@@ -205,8 +205,6 @@ def test_sqlite_unusable_path_is_store_unavailable(tmp_path):
 
 
 def test_fact_slot_compare_and_set(store):
-    from memorybus.storage import SlotWrite
-
     a, b = mk("python", key="lang"), mk("rust", key="lang")
     assert store.slot(S1.key, "lang") == (None, 0)
     store.commit(WriteBatch(puts=[a], slots=[SlotWrite(S1.key, "lang", 0, a.id)]))
@@ -311,3 +309,32 @@ def test_event_scopes_and_all_slots_list_what_an_export_needs(store):
     store.commit(WriteBatch(slots=[SlotWrite(S1.key, "odd*key\x1fpart", 0, b.id, 3)]))
     assert store.event_scopes() == sorted([S1.key, S2.key])
     assert store.all_slots() == sorted([(S1.key, "user:u1/lang", a.id, 1), (S1.key, "odd*key\x1fpart", b.id, 3)])
+
+
+def test_scrub_rewrites_payloads_in_place_and_drops_slots(store):
+    store.commit(WriteBatch(slots=[SlotWrite(S1.key, "lang", 0, "id-1")],
+                            events=[(S1.key, b"secret-1"), (S1.key, b"keep-2"), (S1.key, b"secret-3")],
+                            event_keys=["lang", None, "lang"], op="op-s", op_result=b"secret-answer"))
+    store.commit(WriteBatch(slots=[SlotWrite(S2.key, "lang", 0, "id-2")], events=[(S2.key, b"other")],
+                            event_keys=["lang"]))
+    assert dict(store.op_results())["op-s"] == b"secret-answer"
+    scrub = Scrub(events={S1.key: {1: b"bare-1", 3: b"bare-3"}}, ops={"op-s": b"bare-answer"},
+                  slots=[(S1.key, "lang")])
+    store.scrub(scrub)
+    store.scrub(scrub)  # idempotent
+    assert store.read_events(S1.key) == [(1, b"bare-1"), (2, b"keep-2"), (3, b"bare-3")]
+    assert store.op_record("op-s").result == b"bare-answer" and store.op_record("op-s").seqs == [1, 2, 3]
+    assert store.slot(S1.key, "lang") == (None, 0) and store.fact_events(S1.key, "lang") == []
+    assert store.slot(S2.key, "lang") == ("id-2", 1) and store.fact_events(S2.key, "lang") == [(1, b"other")]
+    assert store.commit(WriteBatch(events=[(S1.key, b"next")])) == [4]  # the log goes on after a rewrite
+    store.compact()
+    assert store.read_events(S1.key, 3) == [(4, b"next")]
+
+
+def test_erase_job_is_recorded_and_cleared(store):
+    assert store.erase_job() is None
+    store.set_erase_job(b"job-1")
+    assert store.erase_job() == b"job-1"
+    store.set_erase_job(None)
+    assert store.erase_job() is None
+    assert store.meta() == {}  # the job is no part of the store's identity

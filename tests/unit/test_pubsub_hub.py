@@ -356,3 +356,29 @@ def test_a_stored_push_target_that_cannot_be_restored_reads_as_none():
     assert _decode_target(cloudpickle.dumps({"on": "events"})) == {"on": "events"}
     for blob in (b"not a pickle", cloudpickle.dumps({"on": "events"})[:-3], b"cno_such_module_mb\nThing\n."):
         assert _decode_target(blob) is None
+
+
+def test_erase_principal_deletes_its_subscriptions_and_cursors_only(tmp_path):
+    """Erasing a user removes every subscription it owns (any of its agents), live and
+    stored, with its cursors; another user's and another org's stay; a dry run counts."""
+
+    async def main():
+        w = World(tmp_path)
+        mine, other, foreign = Subscriber(), Subscriber(), Subscriber()
+        await w.hub.subscribe("a", Context("acme", "alice", "planner"), EventFilter(), mine, "on_events")
+        await w.hub.subscribe("b", Context("acme", "alice", "scribe"), EventFilter(), mine, "on_events")
+        await w.hub.subscribe("c", Context("acme", "bob"), EventFilter(), other, "on_events")
+        await w.hub.subscribe("d", Context("globex", "alice"), EventFilter(), foreign, "on_events")
+        assert w.hub.erase_principal("acme", "alice", dry_run=True) == 2
+        assert len(w.hub.subs) == 4
+        assert w.hub.erase_principal("acme", "alice") == 2
+        assert w.hub.erase_principal("acme", "alice") == 0
+        assert sorted(s.name for s in w.hub.subs.values()) == ["c", "d"]
+        assert w.hub.cursors("a", Context("acme", "alice", "planner")) == {}
+        stored = sorted(k for k, _ in w.hub.kv.scan("sub:")) + sorted(k for k, _ in w.hub.kv.scan("cur:"))
+        assert len(stored) == 4 and all(w.hub.subs.get(k[4:]) is not None for k in stored)
+        w.write("after the erase", Scope("acme"))
+        await until(lambda: len(other.got) == 1)
+        assert mine.got == []  # nothing reaches an erased principal's subscription
+
+    asyncio.run(main())
