@@ -21,6 +21,7 @@ from memorybus.config import BusPolicy, GraphPolicy, RankingWeights
 from memorybus.conflicts import Judge
 from memorybus.events import Event
 from memorybus.model import DEFAULT_MAX_CONTENT_CHARS, DEFAULT_MAX_STRUCTURED_BYTES, DEFAULT_MAX_TAGS
+from memorybus.shard.auditing import AuditTrail
 from memorybus.shard.broadcast import Broadcasts
 from memorybus.shard.consolidation import Consolidation
 from memorybus.shard.core import Limits, ShardCore
@@ -59,16 +60,21 @@ class Shard:
         detect_contradictions: bool = True,
         graph: GraphPolicy | None = None,
         owns: Callable[[str], bool] | None = None,
+        audit_key: bytes | None = None,
     ) -> None:
+        """``audit_key``: the HMAC key the audit trail's checkpoints are signed with
+        (None: entries are chained, no checkpoints are written; see :mod:`.auditing`)."""
         ranking = ranking or RankingWeights()
+        clock = clock or SystemClock()
         records = Records(store, touch_flush_seconds)
+        audit = AuditTrail(store, clock, records.get, flush_seconds=touch_flush_seconds, key=audit_key)
         core = ShardCore(
             name,
             records,
             SearchIndex(index, records.get, k1=ranking.bm25_k1, b=ranking.bm25_b),
-            Commits(store, Gate(), on_events),  # the gate: how the actor's read and write threads share it
+            Commits(store, Gate(), on_events, audit),  # the gate: how the actor's read and write threads share it
             limits=Limits(dim, max_content_chars, max_tags, max_structured_bytes),
-            clock=clock or SystemClock(),
+            clock=clock,
             ranking=ranking,
             policy=policy or BusPolicy(),
             graph=graph or GraphPolicy(),
@@ -88,7 +94,7 @@ class Shard:
         self._recall = reads.recall
         # reads and recall
         self.get = reads.get
-        self.search = reads.recall.search
+        self.search = reads.search
         self.pinned = reads.pinned
         self.list_memories = reads.list_memories
         self.count = reads.count
@@ -123,8 +129,9 @@ class Shard:
         self.inspect = transfer.inspect
         self.peek = transfer.peek
         # access statistics and the index's health
-        self.touches_due = core.records.touches_due
-        self.flush = core.records.flush
+        self.touches_due = core.flush_due
+        self.flush = core.flush
+        self.audit_checkpoint = audit.checkpoint
         self.repair_index = core.repair_index
         self.checkpoint_index = core.checkpoint_index
         self.rebuild = core.rebuild

@@ -22,6 +22,7 @@ from memorybus.codec import decode_node, encode_node
 from memorybus.errors import MemoryNotFound, StoreUnavailable, VersionConflict
 from memorybus.model import MemoryNode
 from memorybus.storage.base import DEFAULT_OP_RETENTION, AlreadyApplied, OpRecord, WriteBatch
+from memorybus.storage.redis_audit import RedisAudit
 
 
 class RedisKeys:
@@ -60,6 +61,15 @@ class RedisKeys:
     def meta(self) -> str:
         return f"{self.prefix}:meta"
 
+    def audit(self, org: str) -> str:
+        return f"{self.prefix}:a:{org}"
+
+    def audit_head(self, org: str) -> str:
+        return f"{self.prefix}:ah:{org}"
+
+    def checkpoints(self, org: str) -> str:
+        return f"{self.prefix}:ac:{org}"
+
 
 # ARGV[1]: msgpack array of ops; ARGV[2]: key prefix; ARGV[3]: operation id or "";
 # ARGV[4]: the operation's answer; ARGV[5]: this attempt; ARGV[6]: retention in ms.
@@ -70,6 +80,9 @@ class RedisKeys:
 # del:  {"del", id, "", expected_or_-1}
 # slot: {"slot", scope_key, key, expected_seq, head_id, count}
 # evt:  {"evt", scope_key, blob, fact_key_or_""}
+# aud:  {"aud", org, expected_head, new_head, entry_blob...}: audit entries chained in
+#       Python after ``expected_head`` ("seq hash", "" for none); refused whole
+#       ({'audit', org}) when the head moved, so the caller re-chains and retries.
 _COMMIT = """
 local ops = cmsgpack.unpack(ARGV[1])
 local p = ARGV[2]
@@ -82,7 +95,9 @@ if ARGV[3] ~= '' then
 end
 local seen = {}
 for _, op in ipairs(ops) do
-  if op[1] == 'slot' then
+  if op[1] == 'aud' then
+    if (redis.call('GET', p .. ':ah:' .. op[2]) or '') ~= op[3] then return {'audit', op[2]} end
+  elseif op[1] == 'slot' then
     local cur = tonumber(redis.call('HGET', p .. ':h:' .. op[2] .. '\\31' .. op[3], 'q') or '0')
     if cur ~= op[4] then return {'conflict', op[3] .. '@' .. op[2], op[4], cur} end
   elseif op[1] ~= 'evt' then
@@ -125,6 +140,9 @@ for _, op in ipairs(ops) do
     if k and k ~= '' then redis.call('SREM', p .. ':k:' .. s .. '\\31' .. k, op[2]) end
   elseif op[1] == 'slot' then
     redis.call('HSET', p .. ':h:' .. op[2] .. '\\31' .. op[3], 'q', op[4] + op[6], 'id', op[5])
+  elseif op[1] == 'aud' then
+    for i = 5, #op do redis.call('RPUSH', p .. ':a:' .. op[2], op[i]) end
+    redis.call('SET', p .. ':ah:' .. op[2], op[4])
   end
 end
 for _, op in ipairs(ops) do
@@ -184,7 +202,7 @@ def _to_node(values: Sequence[Any]) -> MemoryNode | None:
     return node
 
 
-class RedisStore:
+class RedisStore(RedisAudit):
     """Records of one shard in Redis, under the shard's own key prefix."""
 
     backend = "redis"
@@ -200,6 +218,8 @@ class RedisStore:
         op_retention: float = DEFAULT_OP_RETENTION,
     ) -> None:
         self.keys = RedisKeys(namespace, shard)
+        #: org -> (seq, hash) of its audit chain's last entry, as this store last wrote or read it
+        self._heads: dict[str, tuple[int, str]] = {}
         self._retention_ms = str(max(1, int(op_retention * 1000)))
         try:
             self._r = client or redis.Redis.from_url(
@@ -249,9 +269,7 @@ class RedisStore:
         keys = batch.event_keys or [None] * len(batch.events)
         for (scope_key, blob), key in zip(batch.events, keys, strict=True):
             ops.append(["evt", scope_key, blob, key or ""])
-        payload = msgpack.packb(ops, use_bin_type=False)
-        args = [payload, self.keys.prefix, batch.op or "", batch.op_result, batch.attempt, self._retention_ms]
-        reply = self._call(self._commit, keys=[self.keys.all()], args=args)
+        reply = self._run(ops, batch.audit, batch.op or "", batch.op_result, batch.attempt)
         status = reply[0].decode() if isinstance(reply[0], bytes) else reply[0]
         if status == "ok":
             return [int(x) for x in reply[1:]]
@@ -372,6 +390,7 @@ class RedisStore:
         keys = self._call(lambda: list(self._r.scan_iter(match=f"{self.keys.prefix}:*", count=1000)))
         for i in range(0, len(keys), 500):
             self._call(self._r.delete, *keys[i : i + 500])
+        self._heads.clear()
 
     def close(self) -> None:
         with contextlib.suppress(rexc.RedisError):
