@@ -250,12 +250,9 @@ class ShardActor:
         """Store new memories (see :meth:`memorybus.shard.Shard.put_many`); the shard
         decides their texts and embeds them. ``after``: the operation id of the call the
         caller sent this shard just before, which commits first (see :meth:`_embedded`)."""
-        return self._embedded(
-            lambda shard: shard.embedding_texts(context, nodes),
-            lambda shard, vectors: shard.put_many(context, nodes, vectors, op=op),
-            held=nodes,
-            order=(context, op, after),
-        )
+        return self._embedded(lambda shard: shard.embedding_texts(context, nodes),
+                              lambda shard, vectors: shard.put_many(context, nodes, vectors, op=op),
+                              held=nodes, order=(context, op, after))  # fmt: skip
 
     @ray.method(concurrency_group="reads")
     def check_puts(self, context: Context, nodes: list[MemoryNode]) -> int:
@@ -345,6 +342,10 @@ class ShardActor:
         if self._direct is None:
             return None
         return direct.ChannelInfo(runtime.node_id(), self._direct.address)
+
+    @ray.method(concurrency_group="reads")
+    def audit_log(self, org: str, filters: dict[str, Any]) -> list[Any]:  # audit Entries
+        return self._read(lambda shard: shard.audit_log(org, **filters))
 
     @ray.method(concurrency_group="reads")
     def inspect(self, memory_id: str) -> tuple[MemoryNode, list[Event]] | None:

@@ -5,7 +5,8 @@ actors and used there. Each operation is defined once, as an operation generator
 in a module of this package (:mod:`~memorybus.client.memories`,
 :mod:`~memorybus.client.recall`, :mod:`~memorybus.client.facts`,
 :mod:`~memorybus.client.subscriptions`, :mod:`~memorybus.client.maintenance`,
-:mod:`~memorybus.client.listing`, :mod:`~memorybus.client.admin`);
+:mod:`~memorybus.client.listing`, :mod:`~memorybus.client.admin`,
+:mod:`~memorybus.client.audit`);
 :func:`~memorybus.client.operation.operations` makes its sync method here and
 its ``*_async`` twin, one line each, with the same signature and time limit. Connecting and
 closing are in :mod:`~memorybus.client.life`.
@@ -16,7 +17,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from memorybus.actors import runtime
-from memorybus.client import admin, facts, life, listing, maintenance, memories, queries, subscriptions
+from memorybus.client import admin, audit, facts, life, listing, maintenance, memories, queries, subscriptions
 from memorybus.client.operation import operations
 from memorybus.config import Config
 from memorybus.errors import InvalidRequest, MemoryBusError
@@ -91,6 +92,7 @@ class MemoryBus:
     stats, stats_async = operations(admin.stats, 120)
     hub_stats, hub_stats_async = operations(admin.hub_stats, 60)
     inspect, inspect_async = operations(admin.inspect, None)
+    audit, audit_async = operations(audit.audit, 120)
 
     # -------------------------------------------------------------- lifecycle
     @property

@@ -16,9 +16,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from memorybus.audit import Entry
+from memorybus.audit.read import check_query, query
 from memorybus.clock import Clock, SystemClock
 from memorybus.config import BusPolicy, GraphPolicy, RankingWeights
 from memorybus.conflicts import Judge
+from memorybus.errors import InvalidRequest
 from memorybus.events import Event
 from memorybus.model import DEFAULT_MAX_CONTENT_CHARS, DEFAULT_MAX_STRUCTURED_BYTES, DEFAULT_MAX_TAGS
 from memorybus.shard.auditing import AuditTrail
@@ -132,10 +135,28 @@ class Shard:
         self.touches_due = core.flush_due
         self.flush = core.flush
         self.audit_checkpoint = audit.checkpoint
+        self._audit = audit
         self.repair_index = core.repair_index
         self.checkpoint_index = core.checkpoint_index
         self.rebuild = core.rebuild
         core.rebuild()
+
+    def audit_log(
+        self,
+        org: str,
+        *,
+        since: float | None = None,
+        until: float | None = None,
+        principal: str | None = None,
+        limit: int = 1000,
+    ) -> list[Entry]:
+        """``org``'s audit entries on this shard (see :func:`memorybus.audit.read.query`),
+        buffered reads flushed first. An operator call: it sees every principal's entries."""
+        if not isinstance(org, str) or not org:
+            raise InvalidRequest("org", "must be a non-empty string")
+        check_query(since, until, principal, limit)
+        self._audit.flush()
+        return query(self.core.store, org, since=since, until=until, principal=principal, limit=limit)
 
     @property
     def on_events(self) -> Callable[[list[Event]], None] | None:

@@ -186,7 +186,8 @@ class Store(Protocol):
         ...
 
     def audit_orgs(self) -> list[str]:
-        """Every org with an audit chain here (sorted)."""
+        """Every org with an audit chain, head or checkpoint here (sorted): an org whose
+        entries were all deleted is still listed, so verify finds the cut."""
         ...
 
     def audit_head(self, org: str) -> tuple[int, str]:

@@ -97,7 +97,7 @@ class RedisAudit:
         return [(after + i + 1, bytes(b)) for i, b in enumerate(blobs)]
 
     def audit_orgs(self) -> list[str]:
-        return self._scan("a")
+        return sorted({*self._scan("a"), *self._scan("ah"), *self._scan("ac")})
 
     def audit_head(self, org: str) -> tuple[int, str]:
         return _parse_head(self._call(self._r.get, self.keys.audit_head(org)))

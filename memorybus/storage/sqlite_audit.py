@@ -82,7 +82,9 @@ class SqliteAudit:
         return [(int(r[0]), bytes(r[1])) for r in rows]
 
     def audit_orgs(self) -> list[str]:
-        return [str(r[0]) for r in self._query("SELECT DISTINCT org FROM audit ORDER BY org")]
+        rows = self._query("SELECT org FROM audit UNION SELECT org FROM audit_heads "
+                           "UNION SELECT org FROM audit_checkpoints ORDER BY org")  # fmt: skip
+        return [str(r[0]) for r in rows]
 
     def audit_head(self, org: str) -> tuple[int, str]:
         rows = self._query("SELECT seq, hash FROM audit_heads WHERE org=?", (org,))
