@@ -1,6 +1,7 @@
 """The audit chain contract, on every Store: a real SQLite file and a real Redis server."""
 
 import dataclasses
+import json
 
 import msgpack
 import numpy as np
@@ -133,3 +134,29 @@ def test_tampering_with_redis_is_caught(redis_server):
     finally:
         store.clear()
         store.close()
+
+
+def test_the_cli_verifies_and_exports_a_redis_bus(redis_server, capsys):
+    from memorybus.cli import main
+
+    ns = f"a{next(_counter)}"
+    stores = [RedisStore(redis_server.url, ns, f"shard-{i}") for i in range(2)]
+    try:
+        for i, store in enumerate(stores):
+            n = mk(f"n{i}")
+            store.commit(WriteBatch(puts=[n], audit=[draft("acme", n.id)]))
+            store.commit(WriteBatch(deletes=[(n.id, None)], audit=[draft("acme", n.id, op="delete", who="acme/u2")]))
+        flags = ["--redis", redis_server.url, "--namespace", ns, "--shards", "2"]
+        assert main(["audit", "verify", *flags]) == 0
+        assert capsys.readouterr().out.count(": ok, 2 entries") == 2
+        assert main(["audit", "export", *flags, "--principal", "acme/u2"]) == 0
+        lines = capsys.readouterr().out.splitlines()
+        assert [(x["shard"], x["operation"]) for x in map(json.loads, lines)] == [
+            ("shard-0", "delete"), ("shard-1", "delete")]
+        stores[1].client.lpop(stores[1].keys.audit("acme"))  # the first entry of shard-1's chain
+        assert main(["audit", "verify", *flags]) == 1
+        assert "shard-1  acme: TAMPERED at seq 1: removed" in capsys.readouterr().out
+    finally:
+        for store in stores:
+            store.clear()
+            store.close()
