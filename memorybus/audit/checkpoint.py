@@ -17,6 +17,10 @@ import msgpack
 
 from memorybus.errors import InvalidRequest
 
+#: checkpoints a store keeps per org (the newest; only the newest is needed to catch a
+#: cut tail or a chain re-hashed from some entry on)
+KEEP_CHECKPOINTS = 100
+
 
 @dataclass(frozen=True, slots=True)
 class Checkpoint:

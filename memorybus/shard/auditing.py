@@ -13,7 +13,10 @@ run by the shard's periodic flush (with access statistics, within about
 are lost; write entries never are.**
 
 Checkpoints: with a key, :meth:`flush` signs each org's chain head that moved since
-the last checkpoint and stores it apart from the log; :meth:`checkpoint` does so now.
+the last checkpoint (at most once per ``checkpoint_seconds``) and stores it apart
+from the log; :meth:`checkpoint` does so now (the shard does on close). Only the
+newest checkpoint of a chain is needed to catch a cut tail or a re-hashed chain; the
+stores keep the newest 100.
 """
 
 from __future__ import annotations
@@ -48,10 +51,12 @@ class AuditTrail:
         *,
         flush_seconds: float = 1.0,
         key: bytes | None = None,
+        checkpoint_seconds: float = 60.0,
     ) -> None:
         """``lookup``: a committed memory by id (the shard's mirror), for the content
         hash and org of a memory a write deletes. ``key``: the HMAC key checkpoints are
-        signed with (None: no checkpoints)."""
+        signed with (None: no checkpoints); a flush signs at most once per
+        ``checkpoint_seconds`` (closing the shard signs what moved since)."""
         self.store = store
         self.clock = clock
         self.lookup = lookup
@@ -61,6 +66,8 @@ class AuditTrail:
         self._pending: list[Draft] = []
         self._first = time.monotonic()
         self._moved = False  # whether a chain moved since the last checkpoint
+        self.checkpoint_seconds = checkpoint_seconds
+        self._last_checkpoint = -float("inf")  # monotonic time of the last checkpoint
         self._signed: dict[str, int] = {}  # org -> seq of its last checkpoint this process wrote
 
     # ------------------------------------------------------------------ writes
@@ -107,7 +114,10 @@ class AuditTrail:
         """Whether buffered reads (or, with a key, a moved chain) should be flushed now."""
         if self._pending:
             return time.monotonic() - self._first >= 0.5 * self.flush_seconds
-        return self.key is not None and self._moved
+        return self.key is not None and self._moved and self._checkpoint_due()
+
+    def _checkpoint_due(self) -> bool:
+        return time.monotonic() - self._last_checkpoint >= self.checkpoint_seconds
 
     def flush(self, *, wait: bool = True, outside: Callable[[], AbstractContextManager[None]] | None = None) -> int:
         """Append buffered read entries (one transaction); then, with a key, checkpoint
@@ -126,7 +136,7 @@ class AuditTrail:
                 self._keep(pending)
                 return 0
             self._moved = True
-        if self.key is not None and self._moved:
+        if self.key is not None and self._moved and self._checkpoint_due():
             self.checkpoint()
         return len(pending)
 
@@ -142,6 +152,7 @@ class AuditTrail:
         if key is None:
             return []
         self._moved = False
+        self._last_checkpoint = time.monotonic()
         made = []
         for org in orgs if orgs is not None else self.store.audit_orgs():
             seq, digest = self.store.audit_head(org)

@@ -167,8 +167,9 @@ class Shard:
         self.core.commits.on_events = push
 
     def close(self) -> None:
-        """Flush access statistics, checkpoint and close the vector index (the next start
-        trusts it), close the store."""
+        """Flush access statistics and audit entries, sign the audit heads (with a key),
+        checkpoint and close the vector index (the next start trusts it), close the store."""
         self.flush()
+        self._audit.checkpoint()  # the head as it is now, signed (with a key)
         self.core.index.close(self.core.digest())
         self.core.store.close()

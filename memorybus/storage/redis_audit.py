@@ -16,6 +16,7 @@ import msgpack
 import redis
 
 from memorybus.audit import GENESIS, Checkpoint, Draft, chain, encode_checkpoint, encode_entry
+from memorybus.audit.checkpoint import KEEP_CHECKPOINTS
 from memorybus.errors import StoreUnavailable
 
 
@@ -103,7 +104,11 @@ class RedisAudit:
         return _parse_head(self._call(self._r.get, self.keys.audit_head(org)))
 
     def put_checkpoint(self, checkpoint: Checkpoint) -> None:
-        self._call(self._r.rpush, self.keys.checkpoints(checkpoint.org), encode_checkpoint(checkpoint))
+        key = self.keys.checkpoints(checkpoint.org)
+        pipe = self._r.pipeline(transaction=True)
+        pipe.rpush(key, encode_checkpoint(checkpoint))
+        pipe.ltrim(key, -KEEP_CHECKPOINTS, -1)
+        self._call(pipe.execute)
 
     def checkpoints(self, org: str) -> list[bytes]:
         return [bytes(b) for b in self._call(self._r.lrange, self.keys.checkpoints(org), 0, -1)]

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from memorybus.audit import GENESIS, Checkpoint, Draft, chain, encode_checkpoint, encode_entry
+from memorybus.audit.checkpoint import KEEP_CHECKPOINTS
 from memorybus.errors import StoreUnavailable
 
 
@@ -93,12 +94,21 @@ class SqliteAudit:
     def put_checkpoint(self, checkpoint: Checkpoint) -> None:
         with self._lock:
             try:
+                self._db.execute("BEGIN IMMEDIATE")
                 self._db.execute(
                     "INSERT INTO audit_checkpoints(org, seq, blob) VALUES (?,?,?) "
                     "ON CONFLICT(org, seq) DO UPDATE SET blob=excluded.blob",
                     (checkpoint.org, checkpoint.seq, encode_checkpoint(checkpoint)),
                 )
+                self._db.execute(  # the newest KEEP_CHECKPOINTS stay
+                    "DELETE FROM audit_checkpoints WHERE org=? AND seq NOT IN "
+                    "(SELECT seq FROM audit_checkpoints WHERE org=? ORDER BY seq DESC LIMIT ?)",
+                    (checkpoint.org, checkpoint.org, KEEP_CHECKPOINTS),
+                )
+                self._db.execute("COMMIT")
             except sqlite3.Error as exc:
+                with contextlib.suppress(sqlite3.Error):
+                    self._db.execute("ROLLBACK")
                 raise StoreUnavailable("sqlite", str(exc)) from None
 
     def checkpoints(self, org: str) -> list[bytes]:

@@ -92,6 +92,9 @@ def test_checkpoints_are_kept_apart_and_an_emptied_chain_is_still_listed(store):
     assert store.read_audit("acme") and store.checkpoints("beta") == []
     assert query(store, "acme", principal="acme/u1/a")[0].ids == (n.id,)
     assert query(store, "acme", since=6.0) == []
+    for seq in range(2, 106):
+        store.put_checkpoint(sign(KEY, "acme", seq, digest, 9.0))
+    assert [decode_checkpoint(b).seq for b in store.checkpoints("acme")] == list(range(6, 106))  # the newest 100
 
 
 def test_tampering_with_redis_is_caught(redis_server):

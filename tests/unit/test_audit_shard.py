@@ -213,3 +213,21 @@ def test_read_entries_a_busy_store_refused_are_kept_for_the_next_flush(shard):
     assert [e.operation for e in chain(shard)] == ["put_many"]
     shard.flush()
     assert [e.operation for e in chain(shard)] == ["put_many", "get"]
+
+
+def test_checkpoints_are_signed_at_most_once_a_period_and_on_close(data_dir):
+    shard = open_shard(data_dir)
+    shard._audit.checkpoint_seconds = 3600.0
+    put(shard, U1, "one")
+    shard.flush()
+    put(shard, U1, "two")
+    shard.flush()  # within the period: not signed again
+    assert [decode_checkpoint(b).seq for b in shard.store.checkpoints("acme")] == [1]
+    assert not shard.touches_due()
+    shard.close()  # signs the head as it is
+    store = SqliteStore(data_dir / "shard-0" / "records.sqlite")
+    try:
+        assert [decode_checkpoint(b).seq for b in store.checkpoints("acme")] == [1, 2]
+        assert all(r.ok for r in verify_store(store, KEY))
+    finally:
+        store.close()
