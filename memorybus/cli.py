@@ -11,7 +11,7 @@ import tempfile
 from collections.abc import Iterator, Sequence
 from typing import NoReturn
 
-from memorybus import __version__, cli_manage, env
+from memorybus import __version__, cli_audit, cli_manage, env
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
@@ -106,6 +106,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     mcp_cli.register(sub)
     cli_manage.register(sub)
+    cli_audit.register(sub)
     return p
 
 

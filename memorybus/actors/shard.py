@@ -18,6 +18,7 @@ from memorybus.actors.hub import HubPush
 from memorybus.actors.ingest import Ingest
 from memorybus.actors.shard_admin import OperatorCalls
 from memorybus.auth import gatekeeper_for
+from memorybus.auth.keyring import derived_key
 from memorybus.config import Config
 from memorybus.errors import StoreUnavailable
 from memorybus.events import Event, EventFilter
@@ -86,7 +87,8 @@ class ShardActor(OperatorCalls):
         """Open store and index. Never fatal to the actor: a store that cannot be reached
         now (or refuses to serve) raises to this call, and the next call tries again."""
         try:
-            shard = open_shard(self.config, self.name, on_events=self._publish)
+            shard = open_shard(self.config, self.name, on_events=self._publish,
+                               audit_key=derived_key(self.config, "audit checkpoint"))
         except OSError as exc:  # its directory: a disk that is full, gone or read-only
             raise StoreUnavailable("shard", f"{self.name} could not open: {exc!r}") from exc
         # the timer writes access statistics (flush_touches): a recall never waits for that write

@@ -181,3 +181,8 @@ class OperatorCalls:
         :mod:`memorybus.shard.erase`). Re-run after the actor died, it finds its job done."""
         self._gate.operator(auth, "erase")
         return self._write(lambda shard: shard.erase(selector, ids, dry_run=dry_run))
+
+    @ray.method(concurrency_group="reads")
+    def audit_log(self, auth: str, org: str, filters: dict[str, Any]) -> list[Any]:  # audit Entries
+        self._gate.operator(auth, "audit")
+        return self._read(lambda shard: shard.audit_log(org, **filters))

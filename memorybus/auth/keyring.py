@@ -17,6 +17,8 @@ The ring is plain data loaded from the store (:meth:`KeyRing.load`); writers
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import os
 import secrets
 import time
@@ -126,6 +128,20 @@ class KeyRing:
     def revoke(self, credential_id: str, expires: float) -> None:
         self.revoked[credential_id] = expires
         self._put({_REVOKED + credential_id: msgpack.packb(float(expires))})
+
+
+def derived_key(config: Any, purpose: str) -> bytes | None:
+    """A key for ``purpose`` (export seals, audit checkpoints) derived from the bus's
+    operator secret (HMAC-SHA256), made on first use; None in trusted mode. Only who
+    can read the key ring (the operator) can derive it."""
+    if getattr(config, "auth", "credentials") == "trusted":
+        return None
+    kv = open_keys(config)
+    try:
+        key = KeyRing.load(kv).ensure(OPERATOR_ORG)
+    finally:
+        kv.close()
+    return hmac.new(key.secret, f"memorybus {purpose} v1".encode(), hashlib.sha256).digest()
 
 
 def open_keys(config: Any) -> KeyValue:

@@ -6,7 +6,7 @@ in a module of this package (:mod:`~memorybus.client.memories`,
 :mod:`~memorybus.client.recall`, :mod:`~memorybus.client.facts`,
 :mod:`~memorybus.client.subscriptions`, :mod:`~memorybus.client.maintenance`,
 :mod:`~memorybus.client.listing`, :mod:`~memorybus.client.admin`,
-:mod:`~memorybus.client.erasure`);
+:mod:`~memorybus.client.erasure`, :mod:`~memorybus.client.audit`);
 :func:`~memorybus.client.operation.operations` makes its sync method here and
 its ``*_async`` twin, one line each, with the same signature and time limit. Connecting and
 closing are in :mod:`~memorybus.client.life`.
@@ -20,6 +20,7 @@ from memorybus.actors import runtime
 from memorybus.auth import Grant
 from memorybus.client import (
     admin,
+    audit,
     erasure,
     facts,
     identity,
@@ -142,6 +143,7 @@ class MemoryBus:
     def whoami(self) -> Grant | None:
         """What this handle's credential grants (None in trusted mode)."""
         return self._grant
+    audit, audit_async = operations(audit.audit, 120)
 
     # -------------------------------------------------------------- lifecycle
     @property

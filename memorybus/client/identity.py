@@ -18,14 +18,13 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import hashlib
-import hmac
 import time
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from memorybus.auth import OPERATOR_ORG, Grant, KeyRing, open_keys, peek
 from memorybus.auth.credential import LEVELS, RIGHTS
+from memorybus.auth.keyring import derived_key
 from memorybus.errors import InvalidRequest, MemoryBusError, NotAuthorized
 from memorybus.scopes import Context
 
@@ -168,14 +167,7 @@ def export_key(bus: MemoryBus) -> bytes | None:
     """The key export files of this bus are sealed under when the caller names none:
     derived from the operator secret (HMAC), so only this bus's operator can seal a file
     this bus imports without ``trusted=True``. None in trusted mode (no secrets)."""
-    if bus.config.auth == "trusted":
-        return None
-    kv = open_keys(bus.config)
-    try:
-        key = KeyRing.load(kv).ensure(OPERATOR_ORG)
-    finally:
-        kv.close()
-    return hmac.new(key.secret, b"memorybus export seal v1", hashlib.sha256).digest()
+    return derived_key(bus.config, "export seal")
 
 
 def _tell_actors(bus: MemoryBus) -> None:

@@ -24,23 +24,25 @@ def open_shard(
     *,
     clock: Clock | None = None,
     on_events: Callable[[list[Event]], None] | None = None,
+    audit_key: bytes | None = None,
 ) -> Shard:
     """Open the store, check it is this shard's (see :mod:`.identity`), open the
     index, and rebuild the index from the store.
 
     An index that fails while it is rebuilt is removed and rebuilt once more from
-    scratch; a store that fails raises StoreUnavailable (the caller retries later)."""
+    scratch; a store that fails raises StoreUnavailable (the caller retries later).
+    ``audit_key``: signs the audit trail's checkpoints (see :mod:`.auditing`)."""
     store = open_store(config, shard)
     try:
         check_identity(config, shard, store)
         try:
-            return _build(config, shard, store, open_index(config, shard), clock, on_events)
+            return _build(config, shard, store, open_index(config, shard), clock, on_events, audit_key)
         except IndexUnavailable:
             path = local_index_dir(config, shard)
             if path is None:
                 raise
             shutil.rmtree(path, ignore_errors=True)
-            return _build(config, shard, store, open_index(config, shard), clock, on_events)
+            return _build(config, shard, store, open_index(config, shard), clock, on_events, audit_key)
     except BaseException:
         store.close()
         raise
@@ -53,6 +55,7 @@ def _build(
     index: VectorIndex,
     clock: Clock | None,
     on_events: Callable[[list[Event]], None] | None,
+    audit_key: bytes | None = None,
 ) -> Shard:
     router, me = Router(config.num_shards), int(shard.rsplit("-", 1)[1])
     try:
@@ -72,6 +75,7 @@ def _build(
             graph=config.graph,
             on_events=on_events,
             owns=lambda scope_key: router.shard_for(scope_key) == me,
+            audit_key=audit_key,
         )
     except BaseException:
         index.close()

@@ -12,11 +12,13 @@ The jobs (:mod:`.writes`, :mod:`.facts`, :mod:`.broadcast`, :mod:`.decay`,
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
+from contextlib import AbstractContextManager
 from typing import Any, TypeVar
 
 import numpy as np
 
 from memorybus import ids
+from memorybus.audit import principal_of
 from memorybus.clock import Clock
 from memorybus.config import BusPolicy, GraphPolicy, RankingWeights
 from memorybus.conflicts import Judge
@@ -71,6 +73,8 @@ class ShardCore:
         self.index = index
         self.commits = commits
         self.gate: Gate = commits.gate
+        #: the audit trail (reads noted by the read jobs, writes by the commits)
+        self.audit = commits.audit
         self.limits = limits
         self.dim = limits.dim
         self.clock = clock
@@ -232,8 +236,10 @@ class ShardCore:
 
     @staticmethod
     def event(kind: EventKind, node: MemoryNode, context: Context, now: float, **data: Any) -> Event:
-        """The event of a caller's write (its actor: the caller's agent, else user)."""
-        return Event(kind, node.without_embedding(), now, context.agent or context.user, 0, data)
+        """The event of a caller's write (its actor: the caller's agent, else user); its
+        data names the caller's principal (provenance, as the audit trail names it)."""
+        return Event(kind, node.without_embedding(), now, context.agent or context.user, 0,
+                     {**data, "principal": principal_of(context)})
 
     @staticmethod
     def system_event(kind: EventKind, node: MemoryNode, actor: str, now: float, **data: Any) -> Event:
@@ -253,6 +259,30 @@ class ShardCore:
 
     def touch(self, ids: Sequence[str], now: float) -> None:
         self.records.touch(ids, now)
+
+    def noted(self, context: Context | None, operation: str, nodes: Sequence[MemoryNode]) -> None:
+        """Note a read for the audit trail (buffered: see :mod:`.auditing`)."""
+        if self.audit is not None:
+            self.audit.read(context, operation, nodes)
+            if self.records.flush_inline and self.audit.due():  # no timer flushes for this shard
+                self.audit.flush(wait=False)
+
+    def flush_due(self, within: float | None = None) -> bool:
+        """Whether access statistics or audit entries wait to be written (the timer's test)."""
+        return self.records.touches_due(within) or (self.audit is not None and self.audit.due())
+
+    def flush(self, *, wait: bool = True, outside: Callable[[], AbstractContextManager[None]] | None = None) -> int:
+        """Write pending access statistics, then buffered audit entries (see
+        :meth:`Records.flush` and :meth:`AuditTrail.flush`), both in one ``outside``
+        region; returns the statistics written."""
+        audit = self.audit
+        if audit is None:
+            return self.records.flush(wait=wait, outside=outside)
+        done: list[int] = []
+        written = self.records.flush(wait=wait, outside=outside, then=lambda: done.append(audit.flush(wait=wait)))
+        if not done:  # no statistics were due: the audit entries alone
+            audit.flush(wait=wait, outside=outside)
+        return written
 
     def note_written(self, node: MemoryNode) -> None:
         """Count a new episodic memory toward its scope's reflection trigger."""

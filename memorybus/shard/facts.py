@@ -193,8 +193,9 @@ class Facts(Job):
         head_id, _ = self.core.store.slot(scope.key, key)
         node = self.core.nodes.get(head_id) if head_id else None
         if node is None or node.scope != scope or node.key != key:
-            return None  # never a memory of another scope or key, whatever the slot says
-        return evolve(node)
+            node = None  # never a memory of another scope or key, whatever the slot says
+        self.core.noted(context, "current_fact", [node] if node else [])
+        return evolve(node) if node else None
 
     def history(self, context: Context, key: str, scope: Scope) -> list[Event]:
         """Every assertion of a keyed fact, in commit order, with its outcome. An erased
@@ -204,4 +205,6 @@ class Facts(Job):
         if not scope.visible_to(context):
             raise ScopeViolation("read")
         # the store indexes a fact's events by key: no scan of the scope's log
-        return [Event.decode(blob, seq) for seq, blob in self.core.store.fact_events(scope.key, key)]
+        events = [Event.decode(blob, seq) for seq, blob in self.core.store.fact_events(scope.key, key)]
+        self.core.noted(context, "history", [e.node for e in events])
+        return events

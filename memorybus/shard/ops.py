@@ -32,6 +32,7 @@ from memorybus.errors import InvalidRequest, OperationTimeout, OutcomeUnknown, S
 from memorybus.events import Event
 from memorybus.model import MemoryNode
 from memorybus.scopes import Context
+from memorybus.shard.auditing import AuditTrail, principal
 from memorybus.shard.facts import FactResult
 from memorybus.shard.gate import Gate
 from memorybus.storage.base import AlreadyApplied, Store, WriteBatch
@@ -112,10 +113,13 @@ def decode_outcome(blob: bytes) -> Any:
 @dataclass(frozen=True, slots=True)
 class OpCall:
     """One mutating call: its record ``key`` and the caller's ``op`` id (None: the
-    shard made one up, and nothing can re-execute it)."""
+    shard made one up, and nothing can re-execute it); the ``method`` and ``who``
+    (the principal) its audit entry names."""
 
     key: str
     op: str | None
+    method: str = ""
+    who: str = ""
 
 
 @dataclass(slots=True)
@@ -132,10 +136,18 @@ class Commits:
     store transaction, attempts in doubt settled before the next call, committed
     events handed to ``on_events`` (the live push: it must not raise)."""
 
-    def __init__(self, store: Store, gate: Gate, on_events: Callable[[list[Event]], None] | None = None) -> None:
+    def __init__(
+        self,
+        store: Store,
+        gate: Gate,
+        on_events: Callable[[list[Event]], None] | None = None,
+        audit: AuditTrail | None = None,
+    ) -> None:
         self.store = store
         self.gate = gate
         self.on_events = on_events
+        #: writes the audit entries each commit carries (None: no audit trail)
+        self.audit = audit
         self.in_doubt: dict[str, _InDoubt] = {}
 
     def call(self, method: str, owner: Context | str, op: str | None) -> OpCall:
@@ -143,9 +155,10 @@ class Commits:
         sees every write the store applied."""
         self.settle()
         op = check_op(op)
+        who = principal(owner)
         if op is None:
-            return OpCall(uuid.uuid4().hex, None)  # an internal id: still settles a failed commit
-        return OpCall(op_key(method, owner, op), op)
+            return OpCall(uuid.uuid4().hex, None, method, who)  # an internal id: still settles a failed commit
+        return OpCall(op_key(method, owner, op), op, method, who)
 
     def recorded(self, call: OpCall) -> tuple[bool, Any]:
         """``(True, answer)`` if this operation already committed, else ``(False, None)``.
@@ -172,6 +185,8 @@ class Commits:
         batch.events = [(e.scope_key, e.encode()) for e in evs]
         batch.event_keys = [e.node.key if "fact_seq" in e.data else None for e in evs]
         batch.op, batch.op_result, batch.attempt = key, encode_outcome(result), uuid.uuid4().hex[:16]
+        if self.audit is not None:  # chained by the store in the write's own transaction
+            batch.audit = self.audit.write_drafts(call.method, call.who, batch)
         try:
             with self.gate.committing():  # reads go on while the store commits
                 seqs = self.store.commit(batch)

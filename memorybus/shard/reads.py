@@ -2,17 +2,21 @@
 
 Visibility is enforced here, on what the caller may see, and again on what leaves
 (recall: see :meth:`memorybus.retrieval.reader.RecallReader.search`). Reads change nothing but access statistics (recall
-counts an access of what it returns)."""
+counts an access of what it returns) and the audit trail's buffer of reads
+(:mod:`.auditing`): who read which ids."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
 
 from memorybus.errors import InvalidRequest, MemoryNotFound
 from memorybus.graph import entities as graph_entities
 from memorybus.model import MemoryKind, MemoryNode, MemoryStatus, evolve
 from memorybus.retrieval import DEFAULT_STATUSES
+from memorybus.retrieval.hits import RecallHit
 from memorybus.retrieval.reader import RecallReader
 from memorybus.scopes import Context, Scope
 from memorybus.shard.job import Job
@@ -37,12 +41,19 @@ class Reads(Job):
         if node is None:
             raise MemoryNotFound(memory_id)
         self.core.visible(node, context, "read")
+        self.core.noted(context, "get", [node])
         if with_embedding:
             stored = self.core.store.get(memory_id)
             if stored is None:
                 raise MemoryNotFound(memory_id)
             return stored
         return evolve(node)
+
+    def search(self, context: Context, vector: np.ndarray, k: int = 10, **kwargs: Any) -> list[RecallHit]:
+        """Recall (:meth:`RecallReader.search`), noted in the audit trail with the ids it returns."""
+        hits = self.recall.search(context, vector, k, **kwargs)
+        self.core.noted(context, "recall", [h.node for h in hits])
+        return hits
 
     def _graph_links(self, context: Context, query: str, as_of: float | None) -> dict[str, float]:
         """Memories linked to the query's entities by graph edges valid at the query time."""
@@ -58,7 +69,9 @@ class Reads(Job):
 
     def pinned(self, context: Context) -> list[MemoryNode]:
         """The pinned (core) memories visible to ``context``: most important first."""
-        return self.recall.pinned(self.core.check_context(context))
+        found = self.recall.pinned(self.core.check_context(context))
+        self.core.noted(context, "pinned", found)
+        return found
 
     def list_memories(
         self,
@@ -107,7 +120,9 @@ class Reads(Job):
             and (within is None or scope_within(n.scope, within))
         ]
         found.sort(key=lambda n: (n.created_at, n.id))
-        return [evolve(n) for n in found[:limit] if context is None or n.scope.visible_to(context)]
+        out = [evolve(n) for n in found[:limit] if context is None or n.scope.visible_to(context)]
+        self.core.noted(context, "list", out)
+        return out
 
     def count(self) -> int:
         self.core.reading()

@@ -125,13 +125,21 @@ class Records:
         limit = self.touch_flush_seconds if within is None else within
         return time.monotonic() - self._first_touch >= 0.5 * limit
 
-    def flush(self, *, wait: bool = True, outside: Callable[[], AbstractContextManager[None]] | None = None) -> int:
+    def flush(
+        self,
+        *,
+        wait: bool = True,
+        outside: Callable[[], AbstractContextManager[None]] | None = None,
+        then: Callable[[], object] | None = None,
+    ) -> int:
         """Write pending access statistics to the store; returns how many nodes.
         ``wait=False`` (a recall flushing on the side): if a write holds the store,
         keep them for the next flush instead of waiting. ``outside``: a context the
         store write runs in (the shard's gate letting readers in while it commits);
         statistics counted meanwhile wait for the next flush. Statistics a write could
-        not store (refused, or it raised) are kept for the next flush."""
+        not store (refused, or it raised) are kept for the next flush. ``then``: another
+        store write run in the same ``outside`` (after the statistics' write, unless it
+        raised); not run when there were no statistics to write."""
         pending, self._touches = self._touches, {}
         self._last_flush = time.monotonic()
         if not pending:
@@ -139,6 +147,8 @@ class Records:
         try:
             with outside() if outside is not None else contextlib.nullcontext():
                 stored = self.store.touch(pending, wait=wait)
+                if then is not None:
+                    then()
         except BaseException:
             self._keep(pending)
             raise

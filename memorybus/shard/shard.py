@@ -16,11 +16,15 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from memorybus.audit import Entry
+from memorybus.audit.read import check_query, query
 from memorybus.clock import Clock, SystemClock
 from memorybus.config import BusPolicy, GraphPolicy, RankingWeights
 from memorybus.conflicts import Judge
+from memorybus.errors import InvalidRequest
 from memorybus.events import Event
 from memorybus.model import DEFAULT_MAX_CONTENT_CHARS, DEFAULT_MAX_STRUCTURED_BYTES, DEFAULT_MAX_TAGS
+from memorybus.shard.auditing import AuditTrail
 from memorybus.shard.broadcast import Broadcasts
 from memorybus.shard.consolidation import Consolidation
 from memorybus.shard.core import Limits, ShardCore
@@ -60,16 +64,21 @@ class Shard:
         detect_contradictions: bool = True,
         graph: GraphPolicy | None = None,
         owns: Callable[[str], bool] | None = None,
+        audit_key: bytes | None = None,
     ) -> None:
+        """``audit_key``: the HMAC key the audit trail's checkpoints are signed with
+        (None: entries are chained, no checkpoints are written; see :mod:`.auditing`)."""
         ranking = ranking or RankingWeights()
+        clock = clock or SystemClock()
         records = Records(store, touch_flush_seconds)
+        audit = AuditTrail(store, clock, records.get, flush_seconds=touch_flush_seconds, key=audit_key)
         core = ShardCore(
             name,
             records,
             SearchIndex(index, records.get, k1=ranking.bm25_k1, b=ranking.bm25_b),
-            Commits(store, Gate(), on_events),  # the gate: how the actor's read and write threads share it
+            Commits(store, Gate(), on_events, audit),  # the gate: how the actor's read and write threads share it
             limits=Limits(dim, max_content_chars, max_tags, max_structured_bytes),
-            clock=clock or SystemClock(),
+            clock=clock,
             ranking=ranking,
             policy=policy or BusPolicy(),
             graph=graph or GraphPolicy(),
@@ -89,7 +98,7 @@ class Shard:
         self._recall = reads.recall
         # reads and recall
         self.get = reads.get
-        self.search = reads.recall.search
+        self.search = reads.search
         self.pinned = reads.pinned
         self.list_memories = reads.list_memories
         self.count = reads.count
@@ -127,13 +136,32 @@ class Shard:
         self.erase = erasure.erase
         self.resume_erase = erasure.resume
         # access statistics and the index's health
-        self.touches_due = core.records.touches_due
-        self.flush = core.records.flush
+        self.touches_due = core.flush_due
+        self.flush = core.flush
+        self.audit_checkpoint = audit.checkpoint
+        self._audit = audit
         self.repair_index = core.repair_index
         self.checkpoint_index = core.checkpoint_index
         self.rebuild = core.rebuild
         core.rebuild()
         erasure.resume()  # an erasure an earlier process left unfinished is completed first
+
+    def audit_log(
+        self,
+        org: str,
+        *,
+        since: float | None = None,
+        until: float | None = None,
+        principal: str | None = None,
+        limit: int = 1000,
+    ) -> list[Entry]:
+        """``org``'s audit entries on this shard (see :func:`memorybus.audit.read.query`),
+        buffered reads flushed first. An operator call: it sees every principal's entries."""
+        if not isinstance(org, str) or not org:
+            raise InvalidRequest("org", "must be a non-empty string")
+        check_query(since, until, principal, limit)
+        self._audit.flush()
+        return query(self.core.store, org, since=since, until=until, principal=principal, limit=limit)
 
     @property
     def on_events(self) -> Callable[[list[Event]], None] | None:
@@ -144,8 +172,9 @@ class Shard:
         self.core.commits.on_events = push
 
     def close(self) -> None:
-        """Flush access statistics, checkpoint and close the vector index (the next start
-        trusts it), close the store."""
+        """Flush access statistics and audit entries, sign the audit heads (with a key),
+        checkpoint and close the vector index (the next start trusts it), close the store."""
         self.flush()
+        self._audit.checkpoint()  # the head as it is now, signed (with a key)
         self.core.index.close(self.core.digest())
         self.core.store.close()

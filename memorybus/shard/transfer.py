@@ -20,6 +20,7 @@ from memorybus.errors import InvalidRequest, VersionConflict
 from memorybus.events import Event
 from memorybus.model import MemoryNode, evolve
 from memorybus.scopes import Scope
+from memorybus.shard.auditing import OPERATOR
 from memorybus.shard.job import Job
 from memorybus.storage.base import SlotWrite, WriteBatch
 from memorybus.transfer import (
@@ -177,6 +178,8 @@ class Transfer(Job):
             writes.append(SlotWrite(scope_key, key, 0, head, seq))
         batch = WriteBatch(puts=puts, slots=writes, events=appended, event_keys=keys)
         if batch:
+            if self.core.audit is not None:
+                batch.audit = self.core.audit.write_drafts("import", OPERATOR, batch)
             self.core.store.commit(batch)  # restored history is not news: no live push
         self.core.index.upsert(puts)
         for node in puts:

@@ -12,6 +12,8 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import NamedTuple, Protocol, runtime_checkable
 
+from memorybus.audit.chain import Draft
+from memorybus.audit.checkpoint import Checkpoint
 from memorybus.model import MemoryNode
 
 
@@ -51,6 +53,8 @@ class WriteBatch:
       ``op`` is already recorded applies nothing: :meth:`Store.commit` raises
       :class:`AlreadyApplied` with the record. ``attempt`` names this commit attempt
       (see :meth:`Store.resolve`).
+    - ``audit``: audit entries (:class:`~memorybus.audit.Draft`) the store chains onto
+      their orgs' audit chains in the same transaction (none when the op was applied).
     """
 
     puts: list[MemoryNode] = field(default_factory=list)
@@ -62,6 +66,7 @@ class WriteBatch:
     op: str | None = None
     op_result: bytes = b""
     attempt: str = ""
+    audit: list[Draft] = field(default_factory=list)
 
     def __bool__(self) -> bool:
         return bool(self.puts or self.updates or self.deletes or self.slots or self.events)
@@ -180,6 +185,40 @@ class Store(Protocol):
         ...
 
     def count(self) -> int: ...
+
+    # ----------------------------------------------------------- audit trail
+    # One hash chain per org of this shard (see memorybus.audit); entries hold ids and
+    # content hashes only. Appends happen in :meth:`commit` (``batch.audit``) or here.
+
+    def append_audit(self, drafts: Sequence[Draft], *, wait: bool = True) -> bool:
+        """Chain ``drafts`` onto their orgs' chains in one transaction (durable when it
+        returns True). ``wait=False``: give up, returning False with nothing written,
+        when another write holds the store."""
+        ...
+
+    def read_audit(self, org: str, after: int = 0, limit: int = 1000) -> list[tuple[int, bytes]]:
+        """``org``'s stored audit entries in storage order: ``(position, blob)`` with
+        position > ``after``, at most ``limit``; pass the last position to read on.
+        Blobs as stored (a tampered one may not decode: :func:`memorybus.audit.verify`)."""
+        ...
+
+    def audit_orgs(self) -> list[str]:
+        """Every org with an audit chain, head or checkpoint here (sorted): an org whose
+        entries were all deleted is still listed, so verify finds the cut."""
+        ...
+
+    def audit_head(self, org: str) -> tuple[int, str]:
+        """The seq and hash of ``org``'s last entry as the store's head records it
+        (``(0, GENESIS)`` when none)."""
+        ...
+
+    def put_checkpoint(self, checkpoint: Checkpoint) -> None:
+        """Keep a signed checkpoint of a chain head, apart from the log."""
+        ...
+
+    def checkpoints(self, org: str) -> list[bytes]:
+        """``org``'s checkpoints as stored (:func:`memorybus.audit.decode_checkpoint`)."""
+        ...
 
     def meta(self) -> dict[str, str]:
         """The store's identity (namespace, shard, shard count, store id); empty if none."""

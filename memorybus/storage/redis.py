@@ -25,47 +25,11 @@ from memorybus.codec import decode_node, encode_node
 from memorybus.config.urls import redact_url
 from memorybus.errors import ConfigError, MemoryNotFound, StoreUnavailable, VersionConflict
 from memorybus.model import MemoryNode
-from memorybus.storage import redis_scrub as erasure
-from memorybus.storage.base import DEFAULT_OP_RETENTION, AlreadyApplied, OpRecord, Scrub, WriteBatch
+from memorybus.storage.base import DEFAULT_OP_RETENTION, AlreadyApplied, OpRecord, WriteBatch
+from memorybus.storage.redis_audit import RedisAudit
 from memorybus.storage.redis_durability import check_durable
-
-
-class RedisKeys:
-    """The one place Redis key names are built."""
-
-    def __init__(self, namespace: str, shard: str) -> None:
-        self.prefix = f"mb:{{{namespace}:{shard}}}"
-
-    def node(self, memory_id: str) -> str:
-        return f"{self.prefix}:n:{memory_id}"
-
-    def scope(self, scope_key: str) -> str:
-        return f"{self.prefix}:s:{scope_key}"
-
-    def fact(self, scope_key: str, key: str) -> str:
-        return f"{self.prefix}:k:{scope_key}\x1f{key}"
-
-    def all(self) -> str:
-        return f"{self.prefix}:all"
-
-    def slot(self, scope_key: str, key: str) -> str:
-        return f"{self.prefix}:h:{scope_key}\x1f{key}"
-
-    def seq(self, scope_key: str) -> str:
-        return f"{self.prefix}:q:{scope_key}"
-
-    def stream(self, scope_key: str) -> str:
-        return f"{self.prefix}:x:{scope_key}"
-
-    def fact_events(self, scope_key: str, key: str) -> str:
-        return f"{self.prefix}:f:{scope_key}\x1f{key}"
-
-    def op(self, op: str) -> str:
-        return f"{self.prefix}:o:{op}"
-
-    def meta(self) -> str:
-        return f"{self.prefix}:meta"
-
+from memorybus.storage.redis_keys import RedisKeys
+from memorybus.storage.redis_scrub import RedisErasure
 
 # ARGV[1]: msgpack array of ops; ARGV[2]: key prefix; ARGV[3]: operation id or "";
 # ARGV[4]: the operation's answer; ARGV[5]: this attempt; ARGV[6]: retention in ms.
@@ -76,6 +40,9 @@ class RedisKeys:
 # del:  {"del", id, "", expected_or_-1}
 # slot: {"slot", scope_key, key, expected_seq, head_id, count}
 # evt:  {"evt", scope_key, blob, fact_key_or_""}
+# aud:  {"aud", org, expected_head, new_head, entry_blob...}: audit entries chained in
+#       Python after ``expected_head`` ("seq hash", "" for none); refused whole
+#       ({'audit', org}) when the head moved, so the caller re-chains and retries.
 _COMMIT = """
 local ops = cmsgpack.unpack(ARGV[1])
 local p = ARGV[2]
@@ -88,7 +55,9 @@ if ARGV[3] ~= '' then
 end
 local seen = {}
 for _, op in ipairs(ops) do
-  if op[1] == 'slot' then
+  if op[1] == 'aud' then
+    if (redis.call('GET', p .. ':ah:' .. op[2]) or '') ~= op[3] then return {'audit', op[2]} end
+  elseif op[1] == 'slot' then
     local cur = tonumber(redis.call('HGET', p .. ':h:' .. op[2] .. '\\31' .. op[3], 'q') or '0')
     if cur ~= op[4] then return {'conflict', op[3] .. '@' .. op[2], op[4], cur} end
   elseif op[1] ~= 'evt' then
@@ -131,6 +100,9 @@ for _, op in ipairs(ops) do
     if k and k ~= '' then redis.call('SREM', p .. ':k:' .. s .. '\\31' .. k, op[2]) end
   elseif op[1] == 'slot' then
     redis.call('HSET', p .. ':h:' .. op[2] .. '\\31' .. op[3], 'q', op[4] + op[6], 'id', op[5])
+  elseif op[1] == 'aud' then
+    for i = 5, #op do redis.call('RPUSH', p .. ':a:' .. op[2], op[i]) end
+    redis.call('SET', p .. ':ah:' .. op[2], op[4])
   end
 end
 for _, op in ipairs(ops) do
@@ -190,7 +162,7 @@ def _to_node(values: Sequence[Any]) -> MemoryNode | None:
     return node
 
 
-class RedisStore:
+class RedisStore(RedisAudit, RedisErasure):
     """Records of one shard in Redis, under the shard's own key prefix.
 
     Opening raises StoreUnavailable when the server cannot be reached or refuses
@@ -212,6 +184,8 @@ class RedisStore:
         require_fsync: bool = True,
     ) -> None:
         self.keys = RedisKeys(namespace, shard)
+        #: org -> (seq, hash) of its audit chain's last entry, as this store last wrote or read it
+        self._heads: dict[str, tuple[int, str]] = {}
         self._retention_ms = str(max(1, int(op_retention * 1000)))
         where = redact_url(url)
         try:
@@ -270,9 +244,7 @@ class RedisStore:
         keys = batch.event_keys or [None] * len(batch.events)
         for (scope_key, blob), key in zip(batch.events, keys, strict=True):
             ops.append(["evt", scope_key, blob, key or ""])
-        payload = msgpack.packb(ops, use_bin_type=False)
-        args = [payload, self.keys.prefix, batch.op or "", batch.op_result, batch.attempt, self._retention_ms]
-        reply = self._call(self._commit, keys=[self.keys.all()], args=args)
+        reply = self._run(ops, batch.audit, batch.op or "", batch.op_result, batch.attempt)
         status = reply[0].decode() if isinstance(reply[0], bytes) else reply[0]
         if status == "ok":
             return [int(x) for x in reply[1:]]
@@ -393,22 +365,7 @@ class RedisStore:
         keys = self._call(lambda: list(self._r.scan_iter(match=f"{self.keys.prefix}:*", count=1000)))
         for i in range(0, len(keys), 500):
             self._call(self._r.delete, *keys[i : i + 500])
-
-    # erasure (see memorybus.storage.scrub)
-    def op_results(self) -> list[tuple[str, bytes]]:
-        return erasure.redis_op_results(self._r, self.keys)
-
-    def scrub(self, scrub: Scrub) -> None:
-        erasure.redis_scrub(self._r, self.keys, scrub)
-
-    def compact(self) -> None:
-        erasure.redis_compact(self._r)
-
-    def erase_job(self) -> bytes | None:
-        return erasure.redis_job(self._r, self.keys)
-
-    def set_erase_job(self, job: bytes | None) -> None:
-        erasure.redis_set_job(self._r, self.keys, job)
+        self._heads.clear()
 
     def close(self) -> None:
         with contextlib.suppress(rexc.RedisError):

@@ -19,7 +19,7 @@ from memorybus.storage.base import Scrub
 if TYPE_CHECKING:
     import redis
 
-    from memorybus.storage.redis import RedisKeys
+    from memorybus.storage.redis_keys import RedisKeys
 
 
 # ------------------------------------------------------------------- Redis
@@ -112,3 +112,26 @@ def redis_set_job(client: redis.Redis, keys: RedisKeys, job: bytes | None) -> No
             client.set(f"{keys.prefix}:erase", job)
     except rexc.RedisError as exc:
         raise StoreUnavailable("redis", f"{type(exc).__name__}: {exc}") from None
+
+
+class RedisErasure:
+    """The erasure methods of :class:`~memorybus.storage.redis.RedisStore` (a mixin:
+    the store has ``_r``, its client, and ``keys``, its key names)."""
+
+    _r: Any
+    keys: Any
+
+    def op_results(self) -> list[tuple[str, bytes]]:
+        return redis_op_results(self._r, self.keys)
+
+    def scrub(self, scrub: Scrub) -> None:
+        redis_scrub(self._r, self.keys, scrub)
+
+    def compact(self) -> None:
+        redis_compact(self._r)
+
+    def erase_job(self) -> bytes | None:
+        return redis_job(self._r, self.keys)
+
+    def set_erase_job(self, job: bytes | None) -> None:
+        redis_set_job(self._r, self.keys, job)

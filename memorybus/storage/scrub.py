@@ -79,3 +79,30 @@ def sqlite_set_job(lock: threading.RLock, db: sqlite3.Connection, job: bytes | N
     else:
         _sqlite(lock, db, [("INSERT INTO jobs(k, v) VALUES (?, ?) ON CONFLICT(k) DO UPDATE SET v=excluded.v",
                             [(_ERASE, job)])])
+
+
+class SqliteErasure:
+    """The erasure methods of :class:`~memorybus.storage.sqlite.SqliteStore` (a mixin:
+    the store has ``_lock`` and ``_db``, its writer, and ``_query``, its reader)."""
+
+    _lock: Any
+    _db: Any
+
+    def _query(self, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+        raise NotImplementedError
+
+    def op_results(self) -> list[tuple[str, bytes]]:
+        return sqlite_op_results(self._query("SELECT op, result FROM ops"))
+
+    def scrub(self, scrub: Scrub) -> None:
+        sqlite_scrub(self._lock, self._db, scrub)
+
+    def compact(self) -> None:
+        sqlite_compact(self._lock, self._db)
+
+    def erase_job(self) -> bytes | None:
+        rows = self._query("SELECT v FROM jobs WHERE k='erase'")
+        return bytes(rows[0][0]) if rows else None
+
+    def set_erase_job(self, job: bytes | None) -> None:
+        sqlite_set_job(self._lock, self._db, job)

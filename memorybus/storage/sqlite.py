@@ -4,7 +4,9 @@ Durability: ``synchronous=FULL`` in WAL mode, so a committed transaction is on
 disk when :meth:`SqliteStore.commit` returns. Compare-and-set is a conditional
 ``UPDATE ... WHERE version = ?`` inside one ``BEGIN IMMEDIATE`` transaction; the
 operation id of a batch is a row of ``ops`` written in that same transaction, kept
-``op_retention`` seconds.
+``op_retention`` seconds. Audit entries are chained onto ``audit`` (heads in
+``audit_heads``) in the transaction of their write; checkpoints live in
+``audit_checkpoints``.
 """
 
 from __future__ import annotations
@@ -22,8 +24,9 @@ import msgpack
 from memorybus.codec import decode_node, encode_node
 from memorybus.errors import MemoryNotFound, StoreUnavailable, VersionConflict
 from memorybus.model import MemoryNode
-from memorybus.storage import scrub as erasure
-from memorybus.storage.base import DEFAULT_OP_RETENTION, AlreadyApplied, OpRecord, Scrub, WriteBatch
+from memorybus.storage.base import DEFAULT_OP_RETENTION, AlreadyApplied, OpRecord, WriteBatch
+from memorybus.storage.scrub import JOBS_SCHEMA, SqliteErasure
+from memorybus.storage.sqlite_audit import SqliteAudit, chain_audit
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS nodes (
@@ -53,6 +56,13 @@ CREATE TABLE IF NOT EXISTS fact_events (
     scope_key TEXT NOT NULL, mkey TEXT NOT NULL, seq INTEGER NOT NULL,
     PRIMARY KEY (scope_key, mkey, seq)
 ) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS audit (
+    org TEXT NOT NULL, seq INTEGER NOT NULL, blob BLOB NOT NULL, PRIMARY KEY (org, seq)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS audit_heads (org TEXT PRIMARY KEY, seq INTEGER NOT NULL, hash TEXT NOT NULL) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS audit_checkpoints (
+    org TEXT NOT NULL, seq INTEGER NOT NULL, blob BLOB NOT NULL, PRIMARY KEY (org, seq)
+) WITHOUT ROWID;
 """
 _COLS = "blob, version, access_count, last_accessed"
 #: ids per ``IN (...)`` lookup (well under SQLite's bound on a statement's parameters)
@@ -75,7 +85,7 @@ def _row_to_node(row: tuple[Any, ...]) -> MemoryNode:
     return node
 
 
-class SqliteStore:
+class SqliteStore(SqliteAudit, SqliteErasure):
     """Records of one shard in one SQLite file."""
 
     backend = "sqlite"
@@ -101,7 +111,7 @@ class SqliteStore:
             self._db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False, timeout=timeout)
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=FULL")
-            self._db.executescript(_SCHEMA + erasure.JOBS_SCHEMA)
+            self._db.executescript(_SCHEMA + JOBS_SCHEMA)
             self._reader = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False, timeout=timeout)
         except (sqlite3.Error, OSError) as exc:
             raise StoreUnavailable("sqlite", f"{self.path}: {exc}") from None
@@ -165,6 +175,8 @@ class SqliteStore:
             if cur.rowcount != 1:
                 self._raise_for(db, memory_id, expected_del)
         seqs = self._append_events(db, batch)
+        if batch.audit:
+            chain_audit(db, batch.audit)
         if batch.op is not None:
             now = time.time()
             db.execute(
@@ -363,27 +375,11 @@ class SqliteStore:
     def clear(self) -> None:
         with self._lock:
             try:
-                for table in ("nodes", "slots", "seqs", "events", "fact_events", "ops"):
+                for table in ("nodes", "slots", "seqs", "events", "fact_events", "ops", "audit", "audit_heads",
+                              "audit_checkpoints"):
                     self._db.execute(f"DELETE FROM {table}")
             except sqlite3.Error as exc:
                 raise StoreUnavailable("sqlite", str(exc)) from None
-
-    # erasure (see memorybus.storage.scrub)
-    def op_results(self) -> list[tuple[str, bytes]]:
-        return erasure.sqlite_op_results(self._query("SELECT op, result FROM ops"))
-
-    def scrub(self, scrub: Scrub) -> None:
-        erasure.sqlite_scrub(self._lock, self._db, scrub)
-
-    def compact(self) -> None:
-        erasure.sqlite_compact(self._lock, self._db)
-
-    def erase_job(self) -> bytes | None:
-        rows = self._query("SELECT v FROM jobs WHERE k='erase'")
-        return bytes(rows[0][0]) if rows else None
-
-    def set_erase_job(self, job: bytes | None) -> None:
-        erasure.sqlite_set_job(self._lock, self._db, job)
 
     def close(self) -> None:
         """Checkpoint the WAL into the main file and close: afterwards the ``.sqlite``

@@ -233,7 +233,8 @@ def test_an_undated_repeat_within_the_window_reinforces_instead_of_copying(shard
     assert again.id == first.id and shard.store.count() == 1
     stored = shard.get(U1, first.id)
     assert (stored.access_count, stored.confidence, stored.version) == (1, 0.8, 2)
-    assert shard.published[-1].kind is EventKind.UPDATED and shard.published[-1].data == {"reinforced": True}
+    assert shard.published[-1].kind is EventKind.UPDATED
+    assert shard.published[-1].data == {"reinforced": True, "principal": "acme/u1/planner/s1"}
     clock.advance(60)
     assert say("We ran the nightly export", confidence=0.5).id == first.id  # lower confidence: count only
     shard.flush()
