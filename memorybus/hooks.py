@@ -45,7 +45,7 @@ def call_hook(name: str, hook: Callable[..., Any], *args: Any, check: Callable[[
         result = hook(*args)
     except MemoryBusError:
         raise
-    except Exception as exc:
+    except Exception as exc:  # the caller's code: any error becomes HookFailed (see test_code_rules)
         raise HookFailed(name, f"raised {type(exc).__name__}: {exc}") from exc
     reason = check(result) if check is not None else None
     if reason is not None:

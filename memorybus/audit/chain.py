@@ -35,10 +35,8 @@ def principal_of(context: Context) -> str:
     its actor admitted (signature, expiry and scope checked), so the name comes from
     that credential: its scope and its id (``acme/u1/planner#<id>``, ``operator#<id>``).
     In trusted mode, from the context as given."""
-    if context.credential:
-        from memorybus.auth.credential import peek
-
-        return peek(context.credential).principal
+    if context.principal:  # set by the actor that verified the credential
+        return context.principal
     return "/".join((context.org, context.user, context.agent, context.session)).rstrip("/")
 
 

@@ -110,7 +110,7 @@ class Gatekeeper:
             return context
         grant = self.grant(context.credential)
         if grant.operator:
-            return context
+            return dataclasses.replace(context, principal=grant.principal)
         right = "write" if write else "read"
         if right not in grant.rights:
             raise NotAuthorized(action, f"the credential has no {right} right")
@@ -120,7 +120,7 @@ class Gatekeeper:
             raise NotAuthorized(action, "the context lies outside the credential")
         if not context.roles <= grant.roles:
             raise NotAuthorized(action, "a role the credential does not grant")
-        return dataclasses.replace(context, roles=grant.roles, levels=grant.levels)
+        return dataclasses.replace(context, roles=grant.roles, levels=grant.levels, principal=grant.principal)
 
     def operator(self, token: object, action: str) -> Grant | None:
         """An operator call: the credential must be the operator's (None in trusted mode)."""
@@ -130,12 +130,6 @@ class Gatekeeper:
         if not grant.operator:
             raise NotAuthorized(action, "an operator call (agents' credentials cannot make it)")
         return grant
-
-    def principal(self, context: Context) -> str:
-        """Who an admitted context's call is for, as provenance and audit name it."""
-        if self.trusted or not context.credential:
-            return "trusted:" + "/".join(f for f in (context.org, context.user, context.agent) if f)
-        return self.grant(context.credential).principal
 
     # -------------------------------------------------- the actor's own calls
     def service_token(self) -> str:

@@ -131,6 +131,9 @@ class Context:
     #: the scope levels this context may write to (None: every level); set by the
     #: actor that verified the credential, never trusted from a caller
     levels: frozenset[str] | None = field(default=None, compare=False, repr=False)
+    #: who the verified credential names (``acme/u1/planner#<id>``), set by the actor
+    #: that admitted the call: provenance and audit read it
+    principal: str = field(default="", compare=False, repr=False)
 
     def __post_init__(self) -> None:
         for name in FIELDS:

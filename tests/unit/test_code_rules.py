@@ -30,6 +30,8 @@ BROAD = {
     ("actors/direct.py", "_answer"): "a direct read hands whatever the shard's recall raised to its "
     "caller, who raises it as the Ray call would",
     ("storage/vectors.py", "_open"): "qdrant_edge raises plain Exception for every failure",
+    ("hooks.py", "call_hook"): "a judge or summariser hook is the caller's code (any error): it becomes "
+    "HookFailed naming the hook, before anything is written",
     ("storage/vectors.py", "_call"): "qdrant_edge raises plain Exception for every failure",
     ("storage/vectors.py", "close"): "qdrant_edge raises plain Exception (a shard closed twice)",
 }
