@@ -19,14 +19,16 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "mcp",
         help="serve the bus over MCP (stdio, or streamable HTTP on 127.0.0.1) for MCP clients",
         description="Serve the bus to MCP clients. Identity is the server's: stdio acts as --org/--user/--agent/"
-        "--session; HTTP maps each bearer token to an identity with --tokens FILE "
+        "--session; over HTTP each bearer token is a memorybus credential (bus.issue_credential: verified "
+        "against the bus's key ring, and again by every shard it reaches; an operator's is refused), or "
+        "a token that --tokens FILE maps to an identity "
         '(JSON: {"<token>": {"org": "acme", "user": "alice", "agent": "claude"}}; private to its owner: '
         "chmod 600, a file others may read is refused).",
     )
     p.add_argument("--transport", choices=["stdio", "http"], default="stdio")
     p.add_argument("--host", default="127.0.0.1", help="HTTP: address to bind (default loopback only)")
     p.add_argument("--port", type=int, default=8765, help="HTTP: port (default 8765)")
-    p.add_argument("--tokens", help="HTTP: JSON file mapping bearer tokens to identities (required for http; mode 600)")
+    p.add_argument("--tokens", help="HTTP: JSON file mapping other bearer tokens to identities (mode 600)")
     p.add_argument("--org", help="stdio: the org this server acts as (required for stdio)")
     p.add_argument("--user", default="")
     p.add_argument("--agent", default="")
@@ -55,9 +57,7 @@ def cmd_mcp(args: argparse.Namespace) -> int:
             identity: mb.Context | None = mb.Context(args.org, args.user, args.agent, args.session)
             tokens = None
         else:
-            if not args.tokens:
-                raise mb.ConfigError("tokens", "http maps bearer tokens to identities: pass --tokens FILE")
-            identity, tokens = None, door.load_tokens(args.tokens)
+            identity, tokens = None, (door.load_tokens(args.tokens) if args.tokens else {})
         # the server's calls are async: queries batch in the embedder actor, so this
         # process never loads the model (connect would preload it for synchronous recalls)
         common = {"num_shards": args.shards, "namespace": args.namespace, "query_encoder": "embedder"}
@@ -81,7 +81,7 @@ def cmd_mcp(args: argparse.Namespace) -> int:
 
             base = f"http://{args.host}:{args.port}"
             auth = AuthSettings(issuer_url=base, resource_server_url=f"{base}/mcp")  # type: ignore[arg-type]
-            server = door.build_server(bus, None, token_verifier=door.TokenIdentities(tokens or {}), auth=auth)
+            server = door.build_server(bus, None, token_verifier=door.TokenIdentities(tokens or {}, bus), auth=auth)
             server.run("streamable-http", host=args.host, port=args.port)
     finally:
         bus.shutdown()

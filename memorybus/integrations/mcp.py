@@ -30,6 +30,8 @@ from mcp.types import ToolAnnotations
 from pydantic import Field
 
 import memorybus as mb
+from memorybus.auth import gatekeeper_for
+from memorybus.auth.credential import PREFIX
 
 Level = Literal["org", "user", "agent", "session"]
 _FIELDS = ("org", "user", "agent", "session")
@@ -44,7 +46,7 @@ INSTRUCTIONS = (
 
 def _context(raw: dict[str, Any]) -> mb.Context:
     org, user, agent, session = (str(raw.get(f) or "") for f in _FIELDS)
-    return mb.Context(org, user, agent, session)
+    return mb.Context(org, user, agent, session, credential=str(raw.get("credential") or ""))
 
 
 def _identity(raw: object, where: str) -> mb.Context:
@@ -86,17 +88,30 @@ def load_tokens(path: str | Path) -> dict[str, mb.Context]:
 
 
 class TokenIdentities:
-    """An MCP ``TokenVerifier``: a bearer token is valid if the token file names it; the
-    identity it maps to travels in the access token's claims."""
+    """An MCP ``TokenVerifier``. A bearer token is valid when it is a memorybus credential
+    that checks out against the bus's key ring (signature, expiry, revocation; an
+    operator's credential is refused: MCP clients act as agents), or when the token
+    file names it. The identity travels in the access token's claims; a credential
+    travels too, and every tool call carries it to the shards, which verify it again."""
 
-    def __init__(self, tokens: dict[str, mb.Context]) -> None:
+    def __init__(self, tokens: dict[str, mb.Context], bus: mb.MemoryBus | None = None) -> None:
         self.tokens = tokens
+        self._gate = gatekeeper_for(bus.config) if bus is not None and bus.config.auth != "trusted" else None
 
     async def verify_token(self, token: str) -> AccessToken | None:
         ctx = self.tokens.get(token)
+        credential = ""
+        if ctx is None and self._gate is not None and token.startswith(f"{PREFIX}."):
+            try:
+                grant = self._gate.grant(token)
+            except mb.MemoryBusError:
+                return None
+            if grant.operator:
+                return None
+            ctx, credential = grant.context, token
         if ctx is None:
             return None
-        ident = {f: getattr(ctx, f) for f in _FIELDS}
+        ident = {**{f: getattr(ctx, f) for f in _FIELDS}, "credential": credential}
         return AccessToken(token=token, client_id=f"{ctx.org}/{ctx.user}/{ctx.agent}", scopes=[],
                            claims={"memorybus": ident})  # fmt: skip
 

@@ -24,18 +24,26 @@ def test_bus_audit_names_principals_and_the_cli_catches_a_deleted_entry(ray_loca
     org = f"org{uuid.uuid4().hex[:6]}"
     u1, u2 = Context(org, "u1", "planner"), Context(org, "u2", "writer")
     with mb.connect(Config.embedded(data, num_shards=2, namespace=f"au{org}", embedder_num_cpus=0.4)) as bus:
-        a = bus.remember(f"The vault code is {MARKER}", u1)
-        b = bus.remember("Tea is served at four", u2)
-        bus.recall("what is the vault code?", u1, k=3)
-        bus.get(a.id, u1)
-        bus.forget(b.id, u2)
+        # each agent acts through its own credential: the audit names that credential
+        planner, writer = bus.agent_handle(org, "u1", "planner"), bus.agent_handle(org, "u2", "writer")
+        p_name, w_name = planner.whoami().principal, writer.whoami().principal
+        assert p_name == f"{org}/u1/planner#{planner.whoami().id}"
+        a = planner.remember(f"The vault code is {MARKER}", u1)
+        b = writer.remember("Tea is served at four", u2)
+        planner.recall("what is the vault code?", u1, k=3)
+        planner.get(a.id, u1)
+        writer.forget(b.id, u2)
+        bus.get(a.id, u1)  # the operator acting for a context is named as the operator
         entries = bus.audit(org)
         assert MARKER not in json.dumps(entries)
         mine = [(e["principal"], e["operation"]) for e in entries if a.id in e["ids"]]
-        assert (f"{org}/u1/planner", "put_many") in mine and (f"{org}/u1/planner", "get") in mine
-        assert (f"{org}/u1/planner", "recall") in mine
-        theirs = bus.audit(org, principal=f"{org}/u2/writer")
+        assert (p_name, "put_many") in mine and (p_name, "get") in mine
+        assert (p_name, "recall") in mine
+        assert (bus.whoami().principal, "get") in mine
+        theirs = bus.audit(org, principal=w_name)
         assert [e["operation"] for e in theirs] == ["put_many", "delete"] and all(e["ids"] == [b.id] for e in theirs)
+        with pytest.raises(mb.NotAuthorized):
+            planner.audit(org)  # the audit is the operator's
         assert bus.audit(org, since=entries[-1]["at"] + 1) == []
         assert bus.audit("nobody") == []
         with pytest.raises(InvalidRequest):

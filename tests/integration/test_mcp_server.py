@@ -178,6 +178,52 @@ def test_http_refuses_missing_or_unknown_tokens(http_server):
     assert proc.poll() is None
 
 
+def test_http_takes_memorybus_credentials_as_bearer_tokens(http_server):
+    """A credential minted from the bus's key ring is a bearer token: the server verifies
+    it, the shards verify it again; forged, operator and revoked credentials get 401."""
+    import httpx2
+
+    from memorybus import Config
+    from memorybus.auth import Grant, KeyRing, open_keys, peek
+
+    url, proc, log = http_server
+    kv = open_keys(Config.embedded(log.parent / "data"))  # the operator's files: the key ring the server reads
+    ring = KeyRing.load(kv)
+    key, op_key = ring.ensure("acme"), ring.ensure("*")
+    now = time.time()
+
+    def mint(user, **kw):
+        return Grant(org="acme", user=user, agent="cursor", issued=now, expires=now + 600, kid=key.kid,
+                     **kw).sign(key.secret)  # fmt: skip
+
+    carol = mint("carol")
+
+    async def run():
+        async with http_client(url, carol) as client:
+            stored = payload(await client.call_tool("remember", {"content": "Carol's desk is by the window"}))
+            hits = payload(await client.call_tool("recall", {"query": "where is carol's desk?", "k": 3}))
+            assert hits["memories"][0]["id"] == stored["id"]
+        async with http_client(url, "tok-alice") as alice:  # another principal sees nothing of carol's
+            refused = await alice.call_tool("get", {"id": stored["id"]})
+            assert refused.is_error and "ScopeViolation" in refused.content[0].text
+
+    anyio.run(run)
+    init = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
+            "params": {"protocolVersion": "2025-06-18", "capabilities": {},
+                       "clientInfo": {"name": "t", "version": "0"}}}  # fmt: skip
+    headers = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+    head, body, sig = carol.split(".")
+    operator = Grant(org="*", operator=True, issued=now, expires=now + 600, kid=op_key.kid).sign(op_key.secret)
+    dave = mint("dave")
+    ring.revoke(peek(dave).id, now + 600)
+    time.sleep(2.5)  # the server reads the key ring again within 2 s
+    for bad in (f"{head}.{body}.{sig[:-4]}AAAA", operator, dave, mint("erin", rights={"read"})[:-2]):
+        response = httpx2.post(url, json=init, headers=headers | {"Authorization": f"Bearer {bad}"}, timeout=30)
+        assert response.status_code == 401, bad[:30]
+    kv.close()
+    assert proc.poll() is None
+
+
 def test_http_binds_loopback_only(http_server):
     url, _, _ = http_server
     port = int(url.split(":")[2].split("/")[0])
