@@ -277,10 +277,12 @@ class ShardActor(OperatorCalls):
         """
         return self._recall(unpack_request(request), vector)
 
-    def _recall(self, req: RecallRequest, vector: Any) -> bytes:
+    def _recall(self, req: RecallRequest, vector: Any, connection: str | None = None) -> bytes:
         if req.query is not None and len(req.query) > self.config.max_content_chars:
             raise InvalidRequest("query", "is longer than max_content_chars")
         context = self._gate.admit(req.context, "recall", write=False)
+        if connection is not None and not self._gate.trusted and req.context.credential != connection:
+            raise NotAuthorized("recall", "the request carries another credential than its connection's")
         vec = query_vector(req, vector)
         return pack_hits(self._read(lambda shard: shard.search(
             context, vec, req.k, kinds=req.kinds, statuses=req.statuses, query=req.query, options=req.options
@@ -292,12 +294,10 @@ class ShardActor(OperatorCalls):
             self._gate.grant(credential)
 
     def _direct_recall(self, request: bytes, credential: str) -> bytes:
-        """A recall over the direct channel: :meth:`recall`, for a request whose context
-        carries the credential its connection said hello with (NotAuthorized otherwise)."""
-        req = unpack_request(request)
-        if not self._gate.trusted and req.context.credential != credential:
-            raise NotAuthorized("recall", "the request carries another credential than its connection's")
-        return self._recall(req, None)
+        """A recall over the direct channel: :meth:`recall`, admitted the same way, for a
+        request whose context carries the credential its connection said hello with
+        (NotAuthorized otherwise)."""
+        return self._recall(unpack_request(request), None, credential)
 
     @ray.method(concurrency_group="reads")
     def list_memories(self, context: Context | None, filters: dict[str, Any], auth: str = "") -> list[MemoryNode]:
