@@ -147,7 +147,12 @@ class ChannelServer:
                         self._pending -= 1
                 conn.close()
                 continue
-            threading.Thread(target=self._serve, args=(conn,), name="direct-read", daemon=True).start()
+            try:
+                threading.Thread(target=self._serve, args=(conn,), name="direct-read", daemon=True).start()
+            except RuntimeError:  # no thread to be had: refused like one over the cap
+                with self._count:
+                    self.refused, self._open, self._pending = self.refused + 1, self._open - 1, self._pending - 1
+                conn.close()
 
     @staticmethod
     def _same_user(conn: socket.socket) -> bool:
