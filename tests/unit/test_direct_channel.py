@@ -244,6 +244,12 @@ def closed_by_server(sock: socket.socket, within: float) -> bool:
         return False
 
 
+def feed(sock: socket.socket, chunks: list[bytes], pause: float = 0.0) -> None:
+    for chunk in chunks:
+        sock.sendall(chunk)
+        time.sleep(pause)
+
+
 def threads() -> int:
     with open(f"/proc/{os.getpid()}/status") as f:
         return int(next(line for line in f if line.startswith("Threads:")).split()[1])
@@ -270,9 +276,7 @@ def test_no_hello_within_the_deadline_the_connection_is_closed_and_nothing_is_ha
         trickled = raw(s)  # a hello sent a byte at a time: the deadline is for the whole hello
         hello = frames.hello(GOOD)
         with pytest.raises(OSError):
-            for i in range(len(hello)):
-                trickled.sendall(hello[i:i + 1])
-                time.sleep(0.1)
+            feed(trickled, [hello[i:i + 1] for i in range(len(hello))], 0.1)
         assert handled == [] and s.served == 0 and s.refused == 2 and s.connections == (0, 0)
     finally:
         s.close()
@@ -363,17 +367,14 @@ def test_oversized_and_trickled_frames_are_closed_without_buffering_them(server)
     big = greeted(server)
     big.sendall(direct._HEAD.pack(48 << 20))  # 48 MiB announced: refused before a byte of it is read
     with pytest.raises(OSError):
-        for _ in range(64):
-            big.sendall(b"\0" * (1 << 20))
+        feed(big, [b"\0" * (1 << 20)] * 64)
     s = direct.ChannelServer("t", echo, authenticate, frame_seconds=0.6)
     try:
         slow = greeted(s)
         slow.sendall(direct._HEAD.pack(1000))
         started = time.monotonic()
-        with pytest.raises(OSError):
-            for _ in range(100):  # 10 bytes every 0.1 s: each recv is quick, the frame never ends
-                slow.sendall(b"x" * 10)
-                time.sleep(0.1)
+        with pytest.raises(OSError):  # 10 bytes every 0.1 s: each recv is quick, the frame never ends
+            feed(slow, [b"x" * 10] * 100, 0.1)
         assert time.monotonic() - started < 3
         assert s.served == 0
     finally:
@@ -395,7 +396,7 @@ def test_an_idle_connection_is_let_go_and_the_caller_reconnects(server):
         s.close()
 
 
-class Strange(Exception):
+class StrangeError(Exception):
     def __reduce__(self):
         return (os.system, ("true",))
 
@@ -404,7 +405,7 @@ def test_errors_come_back_as_memorybus_classes_made_from_plain_values():
     def raising(request: bytes, credential: str) -> bytes:
         if request == b"timeout":
             raise OperationTimeout(1.5, "op-1")
-        raise Strange("not ours")
+        raise StrangeError("not ours")
 
     s = direct.ChannelServer("t", raising, authenticate)
     try:
@@ -412,7 +413,7 @@ def test_errors_come_back_as_memorybus_classes_made_from_plain_values():
         with pytest.raises(OperationTimeout) as info:
             ch.receive(ch.send(b"timeout"), 5)
         assert (info.value.seconds, info.value.op_id) == (1.5, "op-1")
-        with pytest.raises(MemoryBusError, match="Strange: not ours") as other:
+        with pytest.raises(MemoryBusError, match="StrangeError: not ours") as other:
             ch.receive(ch.send(b"other"), 5)
         assert type(other.value) is MemoryBusError
     finally:
