@@ -52,6 +52,12 @@ def main(argv: list[str] | None = None) -> int:
         default="auto",
         help="Config.query_encoder (auto: this script's synchronous recalls embed the query in this process)",
     )
+    p.add_argument(
+        "--direct-reads",
+        choices=("on", "off"),
+        default="on",
+        help="Config.direct_reads (on: same-node recalls over the shards' direct channels; off: through Ray)",
+    )
     args = p.parse_args(argv)
     ray_tmp = prepare_env()  # also: idle OpenMP and OpenBLAS threads sleep, not spin
     import numpy as np
@@ -97,6 +103,7 @@ def main(argv: list[str] | None = None) -> int:
             ranking=ranking,
             embedder_num_cpus=2.0,  # the embedder gets the raw model's two threads
             query_encoder=args.query_encoder,
+            direct_reads=args.direct_reads == "on",
         )
         bus = memorybus.connect(cfg, num_cpus=3, include_dashboard=False, log_to_driver=False)
         try:
@@ -158,6 +165,7 @@ def main(argv: list[str] | None = None) -> int:
         "loadavg_end": os.getloadavg(),
         "ranking": str(ranking),
         "query_encoder": args.query_encoder,
+        "direct_reads": args.direct_reads,
     }
     emit(res, args.out)
     return 0

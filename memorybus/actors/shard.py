@@ -20,10 +20,10 @@ from memorybus.actors.shard_admin import OperatorCalls
 from memorybus.auth import gatekeeper_for
 from memorybus.auth.keyring import derived_key
 from memorybus.config import Config
-from memorybus.errors import StoreUnavailable
+from memorybus.errors import InvalidRequest, NotAuthorized, StoreUnavailable
 from memorybus.events import Event, EventFilter
 from memorybus.model import MemoryNode
-from memorybus.retrieval.wire import pack_hits, query_vector, unpack_request
+from memorybus.retrieval.wire import RecallRequest, pack_hits, query_vector, unpack_request
 from memorybus.scopes import Context, Scope
 from memorybus.shard import FactResult, Shard
 from memorybus.shard.build import open_shard
@@ -69,7 +69,8 @@ class ShardActor(OperatorCalls):
         self._size = metrics.Gauge("memorybus_shard_memories", "memories held by the shard", tag_keys=keys)
         self._start_touch_timer()
         on = config.direct_reads and direct.supported()
-        self._direct = direct.ChannelServer(f"{config.namespace}-{name}", self.recall) if on else None
+        self._direct = (direct.ChannelServer(f"{config.namespace}-{name}", self._direct_recall, self._channel_peer)
+                        if on else None)  # fmt: skip
 
     def _s(self) -> Shard:
         """The open shard; opened on first use, after a failed open, and after
@@ -266,20 +267,39 @@ class ShardActor(OperatorCalls):
     @ray.method(concurrency_group="reads")
     def recall(self, request: bytes, vector: Any = None) -> bytes:
         """Hybrid recall (see :meth:`memorybus.shard.Shard.search`): ``request`` is a
-        packed :class:`~memorybus.retrieval.wire.RecallRequest`, the answer the packed
-        hits (see :mod:`memorybus.retrieval.wire`); also served on the direct channel.
+        packed :class:`~memorybus.retrieval.wire.RecallRequest` (msgpack data, validated
+        field by field: InvalidRequest otherwise; never unpickled), admitted by its
+        context's credential like every call; the answer the packed hits (see
+        :mod:`memorybus.retrieval.wire`). Also served on the direct channel.
 
         The query vector is in the request when the caller embedded the query; else
         the client passes the embedder's ObjectRef as ``vector`` (one row), and Ray
         calls this method once the query is embedded, with the vector inlined
         (planning first and fetching the vector after measured 0.4-0.7 ms slower).
         """
-        req = unpack_request(request)
+        return self._recall(unpack_request(request), vector)
+
+    def _recall(self, req: RecallRequest, vector: Any, connection: str | None = None) -> bytes:
+        if req.query is not None and len(req.query) > self.config.max_content_chars:
+            raise InvalidRequest("query", "is longer than max_content_chars")
         context = self._gate.admit(req.context, "recall", write=False)
+        if connection is not None and not self._gate.trusted and req.context.credential != connection:
+            raise NotAuthorized("recall", "the request carries another credential than its connection's")
         vec = query_vector(req, vector)
         return pack_hits(self._read(lambda shard: shard.search(
             context, vec, req.k, kinds=req.kinds, statuses=req.statuses, query=req.query, options=req.options
         )))
+
+    def _channel_peer(self, credential: str) -> None:
+        """The direct channel's hello: a valid credential (any), else NotAuthenticated."""
+        if not self._gate.trusted:
+            self._gate.grant(credential)
+
+    def _direct_recall(self, request: bytes, credential: str) -> bytes:
+        """A recall over the direct channel: :meth:`recall`, admitted the same way, for a
+        request whose context carries the credential its connection said hello with
+        (NotAuthorized otherwise)."""
+        return self._recall(unpack_request(request), None, credential)
 
     @ray.method(concurrency_group="reads")
     def list_memories(self, context: Context | None, filters: dict[str, Any], auth: str = "") -> list[MemoryNode]:

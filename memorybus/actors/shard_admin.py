@@ -125,13 +125,18 @@ class OperatorCalls:
     def stats(self, auth: str = "") -> dict[str, Any]:
         """The shard's counts (:meth:`memorybus.shard.Shard.stats`) and, under ``process``,
         this actor's process: its pid, the garbage collector's thresholds, how many
-        objects it leaves unscanned (frozen after the shard's rebuild) and how many
-        recalls its direct channel answered."""
+        objects it leaves unscanned (frozen after the shard's rebuild), how many
+        recalls its direct channel answered, how many connections it refused (no or a
+        bad hello, over a cap), how many it serves now and how many of them have not
+        said hello yet."""
         self._gate.operator(auth, "stats")
         counts = self._read(lambda shard: shard.stats())
-        served = self._direct.served if self._direct is not None else 0
+        d = self._direct
+        opened, pending = d.connections if d is not None else (0, 0)
+        channel = {"direct_recalls": d.served if d is not None else 0, "direct_refused": d.refused if d else 0,
+                   "direct_connections": opened, "direct_pending": pending}
         return {**counts, "process": {"pid": os.getpid(), "gc_threshold": list(gc.get_threshold()),
-                                      "gc_frozen": gc.get_freeze_count(), "direct_recalls": served}}
+                                      "gc_frozen": gc.get_freeze_count(), **channel}}
 
     @ray.method(concurrency_group="reads")
     def inspect(self, auth: str, memory_id: str) -> tuple[MemoryNode, list[Event]] | None:

@@ -34,7 +34,7 @@ def channels(bus: MemoryBus, shards: Sequence[int]) -> Op[list[direct.Channel | 
                 continue  # asked again next time; the Ray call reports what is wrong
             usable = isinstance(info, direct.ChannelInfo) and info.node_id == here
             old = known.get(i)
-            known[i] = (handles[i], direct.Channel(info.address) if usable else None)
+            known[i] = (handles[i], direct.Channel(info.address, bus._credential or "") if usable else None)
             if old is not None and old[1] is not None:
                 old[1].close()
     return [known[i][1] if i in known else None for i in shards]
