@@ -100,3 +100,37 @@ def test_erase_through_ray_survives_a_kill_and_a_crash_and_leaves_no_byte(ray_lo
         bus.shutdown()
     assert hits_in_files(data, MARK) == [] and hits_in_files(data, CAROL_MARK) == []
     assert hits_in_files(data, KEEP)
+
+
+def test_erase_on_redis_through_ray_leaves_no_key_no_file_byte_after_every_actor_restarts(
+    ray_local, tmp_path, private_redis
+):
+    import redis
+
+    from tests.integration.test_erase_redis import keys_holding, wait_for_aof_rewrite
+
+    data = tmp_path / "data"
+    cfg = Config.redis(private_redis.url, data_dir=str(data), num_shards=2, namespace=f"erx_{uuid.uuid4().hex[:6]}")
+    bus = mb.connect(cfg)
+    try:
+        alice = bus.agent_handle("acme", "alice", "planner")
+        for i in range(4):
+            alice.remember(f"Alice's note {i}: {MARK}", ALICE, scope="session")
+        alice.assert_fact("seat", f"window {MARK}", ALICE, scope="user")
+        alice.assert_fact("seat", f"aisle {MARK}", ALICE, scope="user")
+        kept = bus.remember(f"Bob's desk is by the printer {KEEP}", BOB, scope="user")
+        assert bus.erase(org="acme", user="alice")["memories"] >= 5
+    finally:
+        bus.shutdown()  # every actor stops
+    bus = mb.connect(cfg)  # and starts again, on the same stores
+    try:
+        assert bus.erase(org="acme", user="alice")["memories"] == 0
+        assert bus.recall(f"where is Bob's desk {KEEP}", BOB, k=3)[0].node.id == kept.id
+        assert bus.history("seat", ALICE, scope="user") == []
+    finally:
+        bus.shutdown()
+    client = redis.Redis.from_url(private_redis.url)
+    assert keys_holding(client, MARK) == []
+    assert keys_holding(client, KEEP)  # bob's memory is still there
+    assert wait_for_aof_rewrite(client, private_redis.dir, MARK) == []
+    assert hits_in_files(data, MARK) == []
