@@ -236,6 +236,23 @@ class StoreMismatch(MemoryBusError):  # noqa: N818 - public API name
         return f"{self.shard} refuses to start: {self.reason}"
 
 
+class DataDirInUse(ConfigError):  # noqa: N818 - public API name
+    """A data directory is served by another running bus (one bus per data directory,
+    see :mod:`memorybus.storage.dirlock`): ``directory`` and what its lock file says
+    of the ``holder`` (pid, host, namespace). Nothing was opened."""
+
+    def __init__(self, directory: str, holder: str) -> None:
+        MemoryBusError.__init__(self, directory, holder)
+        self.directory = directory
+        self.holder = holder
+        self.field = "data_dir"
+        self.reason = f"{directory} is in use by another bus ({holder})"
+
+    def __str__(self) -> str:
+        return (f"data directory {self.directory} is in use by another running bus ({self.holder}); "
+                "one bus per data directory: join that bus with its namespace, or use another data_dir")
+
+
 class IndexUnavailable(MemoryBusError):  # noqa: N818 - public API name
     """A derived index (vector index) failed; it can be rebuilt from the store."""
 

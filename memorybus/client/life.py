@@ -114,6 +114,7 @@ def start(bus: MemoryBus) -> None:
         if ident != cfg.storage_identity():  # another process created it meanwhile
             raise ConfigError("namespace", f"bus {cfg.namespace!r} runs on {_describe(ident)}")
     log.info("actors ready in %.1fs", time.monotonic() - started)
+    _report_parked(bus)
     if loader is not None:
         log.info("loading the query model in this process")
         loader.join()
@@ -140,6 +141,18 @@ def wait_placed(refs: list[Any], names: list[str], started: float, limit: float 
         if pending:
             missing = [n for n, r in zip(names, refs, strict=True) if r in pending]
             log.info("still waiting for %s (%.0fs)", ", ".join(missing), time.monotonic() - started)
+
+
+def _report_parked(bus: MemoryBus) -> None:
+    """Say in one line which subscriptions wait for their target actor (connect goes on)."""
+    try:
+        found = runtime.run_sync(runtime.iter_refs([h.parked.remote(bus._credential or "") for h in bus._hubs]), 30)
+    except MemoryBusError as exc:  # a report only: never a reason to fail connect
+        log.warning("could not list parked subscriptions: %s", exc)
+        return
+    lines = [line for part in found for line in part]
+    if lines:
+        log.warning("%d subscription(s) parked until their target actor runs: %s", len(lines), "; ".join(lines))
 
 
 def _running_identity(bus: MemoryBus) -> dict[str, Any] | None:
