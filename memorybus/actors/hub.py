@@ -15,7 +15,7 @@ from typing import Any
 import ray
 
 from memorybus.actors.names import hub_actor_name, shard_actor_name
-from memorybus.actors.runtime import pick_one, unwrap
+from memorybus.actors.runtime import gone, pick_one, unwrap
 from memorybus.actors.targets import RayTargets
 from memorybus.auth import gatekeeper_for
 from memorybus.config import Config
@@ -123,6 +123,8 @@ class HubActor:
         as it raised it, ActorUnavailable naming a subscriber that died or is gone)."""
         try:
             return await getattr(target, method).remote(batch)
+        except (ray.exceptions.RayActorError, ray.exceptions.ActorUnavailableError) as exc:
+            raise gone(exc) from None
         except ray.exceptions.RayError as exc:
             raise unwrap(exc) from None
 

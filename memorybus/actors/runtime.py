@@ -80,6 +80,13 @@ def unwrap(exc: BaseException) -> BaseException:
     return exc
 
 
+def gone(exc: BaseException) -> ActorUnavailable:
+    """An actor that died, was killed or cannot be reached, as :class:`ActorUnavailable`
+    naming it (whoever killed it: for a subscriber, not the bus, ``ray.kill`` is no
+    sign that the bus stopped)."""
+    return ActorUnavailable(_actor_name(exc), _first_line(exc))
+
+
 def _actor_name(exc: BaseException) -> str:
     """The actor a Ray error is about: its name, else its class, else its id."""
     text = str(exc)

@@ -169,6 +169,9 @@ class Hub(Parking):
             existing.queue.clear()
             self._save(existing)
             existing.wake.set()
+            if existing.target is None and existing.task is not None:  # no target now: stop its loop
+                existing.task.cancel()
+                existing.task = None
             if existing.task is None or existing.task.done():
                 self._start(existing)
             return dict(existing.acked)
