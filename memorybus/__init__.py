@@ -40,6 +40,7 @@ _EXPORTS = {
     "Inspection": "memorybus.client.admin",
     "ContextBlock": "memorybus.prompt",
     "ActorUnavailable": "memorybus.errors",
+    "ActorFailed": "memorybus.errors",
     "BusClosed": "memorybus.errors",
     "ConfigError": "memorybus.errors",
     "DeliveryFailed": "memorybus.errors",
@@ -79,6 +80,7 @@ _EXPORTS = {
 }
 
 __all__ = [
+    "ActorFailed",
     "ActorUnavailable",
     "BusClosed",
     "BusPolicy",
@@ -159,6 +161,7 @@ if TYPE_CHECKING:
     from memorybus.config import BusPolicy, Config, ConsolidationPolicy, DecayPolicy, GraphPolicy, RankingWeights
     from memorybus.conflicts import Strategy
     from memorybus.errors import (
+        ActorFailed,
         ActorUnavailable,
         BusClosed,
         ConfigError,

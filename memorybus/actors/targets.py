@@ -16,14 +16,21 @@ Nothing here raises Ray's errors: a lookup that fails is "not there".
 from __future__ import annotations
 
 import logging
+import pickle
 from typing import Any
 
 import ray
 from ray import cloudpickle
+from ray.exceptions import RayError
 
 from memorybus.pubsub.targets import TargetRef, named
 
 log = logging.getLogger(__name__)
+
+#: what loading a stored handle raises when it cannot be restored (a handle of another
+#: cluster: AssertionError inside Ray)
+_LOAD_ERRORS = (pickle.UnpicklingError, EOFError, AttributeError, ImportError, TypeError, ValueError,
+                AssertionError, RayError)  # fmt: skip
 
 
 def session() -> str:
@@ -37,7 +44,7 @@ def _actor_name(handle: Any) -> str:
         from ray._private.state import state
 
         return str(state.actor_table(handle._actor_id.hex()).get("Name") or "")
-    except Exception:  # broad on purpose: a private API: any failure means "not known"
+    except (ImportError, AttributeError, KeyError, TypeError, ValueError, RayError):  # a private API moved
         return ""
 
 
@@ -45,7 +52,7 @@ def _namespace_of(handle: Any, name: str) -> str:
     """The namespace in which ``name`` is the actor behind ``handle`` ("" if none)."""
     try:
         listed = ray.util.list_named_actors(all_namespaces=True)
-    except Exception:  # broad on purpose: Ray's control store unreachable: not known
+    except RayError:  # Ray's control store unreachable: not known
         return ""
     for entry in listed:
         if isinstance(entry, dict) and entry.get("name") == name:
@@ -77,13 +84,13 @@ class RayTargets:
                 return ray.get_actor(ref.name, namespace=ref.namespace)
             except ValueError:
                 return None
-            except Exception as exc:  # broad on purpose: Ray's control store failed: look again later
+            except RayError as exc:  # Ray's control store failed: look again later
                 log.warning("looking for %s failed: %r", ref.describe(), exc)
                 return None
         if not ref.cluster or ref.cluster != session() or not ref.blob:
             return None  # a handle of another cluster never loads
         try:
             return cloudpickle.loads(ref.blob)
-        except Exception as exc:  # broad on purpose: its class or Ray's handle format is gone
+        except _LOAD_ERRORS as exc:  # its class or Ray's handle format is gone
             log.warning("a stored subscriber handle does not load: %r", exc)
             return None

@@ -79,10 +79,7 @@ class Hub(Parking):
         self.queue_limit = queue_limit
         self.batch_size = batch_size
         self.store = SubscriptionStore(kv)
-        self.targets: Targets = targets if targets is not None else LocalTargets()
-        self.parked_retry_seconds = parked_retry_seconds
-        self._next_look = 0.0  # when parked targets are looked for again (monotonic)
-        self._looker: asyncio.Task[int] | None = None
+        self._setup_parking(targets if targets is not None else LocalTargets(), parked_retry_seconds)
         self.subs: dict[str, Subscription] = {}
         self.published = 0
         self.published_by_org: Counter[str] = Counter()
@@ -91,7 +88,6 @@ class Hub(Parking):
         self._dirty: set[str] = set()
         self._flusher: asyncio.Task[None] | None = None
         self.cursor_writes = 0
-        self._retry: asyncio.Task[None] | None = None
 
     # ------------------------------------------------------------ persistence
     def _save(self, sub: Subscription) -> None:

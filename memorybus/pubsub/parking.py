@@ -34,6 +34,13 @@ class Parking:
     _looker: asyncio.Task[int] | None
     _retry: asyncio.Task[None] | None
 
+    def _setup_parking(self, targets: Targets, retry_seconds: float) -> None:
+        self.targets = targets
+        self.parked_retry_seconds = retry_seconds
+        self._next_look = 0.0  # when parked targets are looked for again (monotonic)
+        self._looker = None
+        self._retry = None
+
     def _start(self, sub: Subscription) -> None:  # pragma: no cover - the hub's
         raise NotImplementedError
 
