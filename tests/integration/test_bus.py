@@ -51,7 +51,7 @@ def test_sixteen_concurrent_writers_lose_no_update(bus):
             out.append(r.write_id)
         return out
 
-    writes = [i for ws in ray.get([writer.remote(bus, w) for w in range(16)], timeout=240) for i in ws]
+    writes = [i for ws in ray.get([writer.remote(bus.agent_handle(o, agent=f"writer{w}"), w) for w in range(16)], timeout=240) for i in ws]
     assert len(writes) == 3200 and len(set(writes)) == 3200
     reader = Context(o)
     hist = bus.history(key, reader, scope="org")
@@ -156,7 +156,7 @@ def test_subscriber_restarted_gets_every_missed_event_once_in_order(bus):
     ctx = Context(o, "u1", "listener")
     writer = Context(o, "u1", "writer")
     name = f"listener-{uuid.uuid4().hex[:6]}"
-    listener = Listener.remote(bus, name, ctx)
+    listener = Listener.remote(bus.agent_handle(o, "u1", "listener"), name, ctx)  # an agent's handle
     bus.subscribe(ctx, target=listener, name=name)
     for i in range(20):
         bus.remember(f"org update number {i}", writer, scope="org")
@@ -186,7 +186,7 @@ def test_events_never_reach_a_subscriber_that_cannot_see_them(bus):
     u1 = Context(o, "u1", "a")
     u2 = Context(o, "u2", "b")
     name = f"spy-{uuid.uuid4().hex[:6]}"
-    spy = Listener.remote(bus, name, u2)
+    spy = Listener.remote(bus.agent_handle(o, "u2", "b"), name, u2)
     bus.subscribe(u2, target=spy, name=name)
     got_cb = []
     sub = bus.subscribe(u2, callback=got_cb.extend)
@@ -234,8 +234,11 @@ def test_a_failing_callback_is_retried_recorded_and_surfaced(bus):
     """An exception in a callback never ends a subscription silently (issue 10, item 12)."""
     from dataclasses import replace
 
+    from memorybus.client import identity
+
     quick = mb.MemoryBus(bus.config.with_(bus=replace(bus.config.bus, callback_retries=2,
                                                       callback_backoff_seconds=0.05)))
+    identity.bootstrap(quick)  # the operator's handle, as connect makes it
     ctx = Context(org(), "u1", "agent")
     got, calls = [], []
 
