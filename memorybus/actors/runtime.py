@@ -70,8 +70,7 @@ def unwrap(exc: BaseException) -> BaseException:
         if isinstance(cause, MemoryBusError | rex.RayError):
             return unwrap(cause)
         if isinstance(cause, BaseException):  # not ours: a bug, or code the actor ran for a caller
-            failed = ActorFailed(str(getattr(exc, "function_name", "") or _actor_name(exc)),
-                                 f"{type(cause).__name__}: {cause}")  # fmt: skip
+            failed = ActorFailed(str(exc.function_name or _actor_name(exc)), f"{type(cause).__name__}: {cause}")
             failed.__cause__ = cause
             return failed
         return ActorUnavailable(_actor_name(exc), f"the call failed in Ray: {exc}")
@@ -87,9 +86,7 @@ def unwrap(exc: BaseException) -> BaseException:
 
 
 def gone(exc: BaseException) -> ActorUnavailable:
-    """An actor that died, was killed or cannot be reached, as :class:`ActorUnavailable`
-    naming it (whoever killed it: for a subscriber, not the bus, ``ray.kill`` is no
-    sign that the bus stopped)."""
+    """A dead or unreachable actor as ActorUnavailable naming it (even when ``ray.kill``ed)."""
     return ActorUnavailable(_actor_name(exc), _first_line(exc))
 
 
