@@ -40,6 +40,7 @@ _EXPORTS = {
     "Inspection": "memorybus.client.admin",
     "ContextBlock": "memorybus.prompt",
     "ActorUnavailable": "memorybus.errors",
+    "ActorFailed": "memorybus.errors",
     "BusClosed": "memorybus.errors",
     "ConfigError": "memorybus.errors",
     "DeliveryFailed": "memorybus.errors",
@@ -58,6 +59,7 @@ _EXPORTS = {
     "NotAuthorized": "memorybus.errors",
     "Grant": "memorybus.auth",
     "StoreMismatch": "memorybus.errors",
+    "DataDirInUse": "memorybus.errors",
     "StoreUnavailable": "memorybus.errors",
     "Unavailable": "memorybus.errors",
     "VersionConflict": "memorybus.errors",
@@ -79,6 +81,7 @@ _EXPORTS = {
 }
 
 __all__ = [
+    "ActorFailed",
     "ActorUnavailable",
     "BusClosed",
     "BusPolicy",
@@ -88,6 +91,7 @@ __all__ = [
     "ConsolidationPolicy",
     "Context",
     "ContextBlock",
+    "DataDirInUse",
     "DecayPolicy",
     "DeliveryFailed",
     "EmbeddingError",
@@ -159,9 +163,11 @@ if TYPE_CHECKING:
     from memorybus.config import BusPolicy, Config, ConsolidationPolicy, DecayPolicy, GraphPolicy, RankingWeights
     from memorybus.conflicts import Strategy
     from memorybus.errors import (
+        ActorFailed,
         ActorUnavailable,
         BusClosed,
         ConfigError,
+        DataDirInUse,
         DeliveryFailed,
         EmbeddingError,
         HookFailed,

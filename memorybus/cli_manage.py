@@ -315,8 +315,9 @@ def cmd_top(args: argparse.Namespace) -> int:
                 f"{stats['memories']} memories  {stats['events']} events  {stats['facts']} facts  "
                 f"{rate:.1f} writes/s",
                 *[f"  {s['shard']:<10} {s['memories']:>8} memories {s['events']:>9} events" for s in stats["shards"]],
-                *[f"  hub-{i:<6} {h['subscriptions']:>4} subscriptions ({h['replaying']} replaying)  "
-                  f"{h['published']} published  {h['delivered']} delivered" for i, h in enumerate(hubs)],
+                *[f"  hub-{i:<6} {h['subscriptions']:>4} subscriptions ({h['replaying']} replaying, "
+                  f"{h.get('parked', 0)} parked)  {h['published']} published  {h['delivered']} delivered"
+                  for i, h in enumerate(hubs)],
             ]
             if sys.stdout.isatty():
                 print("\x1b[H\x1b[J", end="")

@@ -186,6 +186,21 @@ class ActorUnavailable(Unavailable):
         return f"actor unavailable ({self.actor or 'unknown actor'}): {self.detail}"
 
 
+class ActorFailed(MemoryBusError):  # noqa: N818 - public API name
+    """A bus actor's call failed with an error that is not a memorybus error (a bug, or
+    the caller's own code it ran, such as a subscriber's method): ``actor`` names the
+    actor and its call, ``cause`` the error's type and message. Nothing of Ray's own
+    error types reaches the caller."""
+
+    def __init__(self, actor: str, cause: str) -> None:
+        super().__init__(actor, cause)
+        self.actor = actor
+        self.cause = cause
+
+    def __str__(self) -> str:
+        return f"{self.actor or 'a bus actor'} failed: {self.cause}"
+
+
 class OperationTimeout(MemoryBusError, TimeoutError):  # noqa: N818 - public API name
     """A call did not finish within its timeout (``Config.read_timeout`` /
     ``Config.write_timeout``, or ``bus.with_timeout(seconds)``). A write that timed
@@ -234,6 +249,23 @@ class StoreMismatch(MemoryBusError):  # noqa: N818 - public API name
 
     def __str__(self) -> str:
         return f"{self.shard} refuses to start: {self.reason}"
+
+
+class DataDirInUse(ConfigError):  # noqa: N818 - public API name
+    """A data directory is served by another running bus (one bus per data directory,
+    see :mod:`memorybus.storage.dirlock`): ``directory`` and what its lock file says
+    of the ``holder`` (pid, host, namespace). Nothing was opened."""
+
+    def __init__(self, directory: str, holder: str) -> None:
+        MemoryBusError.__init__(self, directory, holder)
+        self.directory = directory
+        self.holder = holder
+        self.field = "data_dir"
+        self.reason = f"{directory} is in use by another bus ({holder})"
+
+    def __str__(self) -> str:
+        return (f"data directory {self.directory} is in use by another running bus ({self.holder}); "
+                "one bus per data directory: join that bus with its namespace, or use another data_dir")
 
 
 class IndexUnavailable(MemoryBusError):  # noqa: N818 - public API name

@@ -8,16 +8,15 @@ and pushes batches to subscriber actors.
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
-import pickle
 from typing import Any
 
 import ray
-from ray import cloudpickle
-from ray.exceptions import RayError
 
 from memorybus.actors.names import hub_actor_name, shard_actor_name
-from memorybus.actors.runtime import pick_one
+from memorybus.actors.runtime import gone, pick_one, unwrap
+from memorybus.actors.targets import RayTargets
 from memorybus.auth import gatekeeper_for
 from memorybus.config import Config
 from memorybus.errors import ConfigError
@@ -26,7 +25,14 @@ from memorybus.pubsub.hub import Hub
 from memorybus.pubsub.ports import KeyValue
 from memorybus.pubsub.routing import partition_of
 from memorybus.scopes import Context, Level, Router
+from memorybus.storage import dirlock
 from memorybus.storage.kv import RedisKV, SqliteKV
+
+log = logging.getLogger(__name__)
+
+
+def _dir(config: Config, partition: int) -> str:
+    return os.path.join(os.path.abspath(config.data_dir), f"bus-{partition}")
 
 
 def _kv(config: Config, partition: int) -> KeyValue:
@@ -36,17 +42,7 @@ def _kv(config: Config, partition: int) -> KeyValue:
         if config.redis_url is None:  # Config refuses this; kept for the type checker
             raise ConfigError("redis_url", "is required when backend='redis'")
         return RedisKV(config.redis_url, f"mb:{{{config.namespace}:bus-{partition}}}:kv")
-    return SqliteKV(os.path.join(os.path.abspath(config.data_dir), f"bus-{partition}", "bus.sqlite"))
-
-
-def _decode_target(blob: bytes) -> Any:
-    """A stored push target (a subscriber's actor handle), or None when it cannot be
-    restored (its class or Ray's handle format is gone): the subscriber re-attaches by
-    subscribing again."""
-    try:
-        return cloudpickle.loads(blob)
-    except (pickle.UnpicklingError, EOFError, AttributeError, ImportError, TypeError, ValueError, RayError):
-        return None
+    return SqliteKV(os.path.join(_dir(config, partition), "bus.sqlite"))
 
 
 class HubActor:
@@ -63,12 +59,12 @@ class HubActor:
             self._deliver,
             queue_limit=config.bus.subscriber_queue,
             batch_size=config.bus.delivery_batch,
-            encode_target=cloudpickle.dumps,
-            decode_target=_decode_target,
+            targets=RayTargets(),
             cursor_flush_seconds=config.bus.cursor_flush_seconds,
             replay_page=config.bus.replay_page,
         )
         self._restored = False
+        self._lock: dirlock.DirLock | None = None
         # restore the subscriptions as soon as the actor runs (after a restart too), not
         # when some unrelated call arrives: a call to itself, queued behind __init__
         self._self_restore = ray.get_runtime_context().current_actor.ready.remote()
@@ -93,9 +89,12 @@ class HubActor:
         owners = self._owners(context)
         per_shard = max(1, limit // max(1, len(owners)))
         context = self._gate.as_service(context)  # a subscription's stored context: the hub reads for it
-        results = await asyncio.gather(
-            *(shards[i].read_events.remote(context, cursors, flt, per_shard) for i in owners)
-        )
+        try:
+            results = await asyncio.gather(
+                *(shards[i].read_events.remote(context, cursors, flt, per_shard) for i in owners)
+            )
+        except ray.exceptions.RayError as exc:  # a memorybus error naming the shard, never Ray's
+            raise unwrap(exc) from None
         events: list[Event] = []
         merged = dict(cursors)
         more = False
@@ -110,24 +109,44 @@ class HubActor:
         shards = self._shard_handles()
         out: dict[str, int] = {}
         context = self._gate.as_service(context)
-        for part in await asyncio.gather(
-            *(shards[i].last_seqs.remote(context) for i in self._owners(context))
-        ):
+        try:
+            parts = await asyncio.gather(*(shards[i].last_seqs.remote(context) for i in self._owners(context)))
+        except ray.exceptions.RayError as exc:
+            raise unwrap(exc) from None
+        for part in parts:
             for k, v in part.items():
                 out[k] = max(out.get(k, 0), v)
         return out
 
     async def _deliver(self, target: Any, method: str, batch: list[Event]) -> Any:
-        return await getattr(target, method).remote(batch)
+        """Push ``batch``; a failure is a memorybus error (the subscriber's own exception
+        as it raised it, ActorUnavailable naming a subscriber that died or is gone)."""
+        try:
+            return await getattr(target, method).remote(batch)
+        except (ray.exceptions.RayActorError, ray.exceptions.ActorUnavailableError) as exc:
+            raise gone(exc) from None
+        except ray.exceptions.RayError as exc:
+            raise unwrap(exc) from None
 
     async def _ensure_restored(self) -> None:
         if not self._restored:
+            if self.config.backend == "embedded" and self._lock is None:  # one bus per data directory
+                self._lock = dirlock.acquire(_dir(self.config, self.partition), f"namespace={self.config.namespace}")
             self.hub.restore()  # synchronous: no other call runs in between
             self._restored = True
+            await self.hub.attach_parked(force=True)
+            for sub in self.hub.parked():
+                log.warning("subscription %r of %s parked: %s", sub.name, sub.context, sub.parked)
 
     async def ready(self) -> int:
         await self._ensure_restored()
         return self.partition
+
+    async def parked(self, auth: str = "") -> list[str]:
+        """The parked subscriptions, one line each (operator only: names of every org)."""
+        self._gate.operator(auth, "parked")
+        await self._ensure_restored()
+        return [f"{s.name!r} of {s.context} ({s.parked})" for s in self.hub.parked()]
 
     async def publish(self, auth: str, events: list[Event]) -> None:
         """Events a shard committed (operator only: the shards' own credential)."""
@@ -177,7 +196,8 @@ class HubActor:
             "published": sum(self.hub.published_by_org.values()),
             "delivered": sum(s.delivered for s in subs),
             "subscriptions": len(subs),
-            "replaying": sum(1 for s in subs if s.needs_replay or s.more),
+            "replaying": sum(1 for s in subs if (s.needs_replay or s.more) and not s.parked),
+            "parked": sum(1 for s in subs if s.parked),
         }
 
     async def flush(self, auth: str = "") -> int:
@@ -191,6 +211,9 @@ class HubActor:
         self._gate.operator(auth, "close")
         self.hub.flush()
         self.hub.kv.close()
+        if self._lock is not None:
+            self._lock.release()
+            self._lock = None
 
     async def broadcast(self, context: Context, memory_id: str, to: str, op: str | None = None) -> Any:
         """Widen a memory: the owning shard checks and builds the copy, the shard of the

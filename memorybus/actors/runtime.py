@@ -27,7 +27,7 @@ import ray.exceptions as rex
 
 from memorybus.actors.direct import Direct, get_direct
 from memorybus.config import Config
-from memorybus.errors import ActorUnavailable, BusClosed, ConfigError, MemoryBusError, OperationTimeout
+from memorybus.errors import ActorFailed, ActorUnavailable, BusClosed, ConfigError, MemoryBusError, OperationTimeout
 
 log = logging.getLogger("memorybus")
 
@@ -61,13 +61,18 @@ class Within:
 
 def unwrap(exc: BaseException) -> BaseException:
     """Ray's wrappers turned back into memorybus errors: the actor's own error as it
-    raised it; a stopped bus as :class:`BusClosed`; a wait past its time as
+    raised it (any other error an actor raised as :class:`ActorFailed` naming the actor's
+    call and the error); a stopped bus as :class:`BusClosed`; a wait past its time as
     :class:`OperationTimeout`; an actor that died, restarts or cannot be reached (and
     any other failure of Ray itself) as :class:`ActorUnavailable` naming the actor."""
     if isinstance(exc, rex.RayTaskError):
         cause = exc.cause
-        if isinstance(cause, BaseException):
+        if isinstance(cause, MemoryBusError | rex.RayError):
             return unwrap(cause)
+        if isinstance(cause, BaseException):  # not ours: a bug, or code the actor ran for a caller
+            failed = ActorFailed(str(exc.function_name or _actor_name(exc)), f"{type(cause).__name__}: {cause}")
+            failed.__cause__ = cause
+            return failed
         return ActorUnavailable(_actor_name(exc), f"the call failed in Ray: {exc}")
     if isinstance(exc, rex.ActorDiedError) and "ray.kill" in str(exc):
         return BusClosed(_field(str(exc), "namespace"), "its actors were stopped (closed or shut down)")
@@ -78,6 +83,11 @@ def unwrap(exc: BaseException) -> BaseException:
     if isinstance(exc, rex.RayError) and not isinstance(exc, MemoryBusError):
         return ActorUnavailable(_actor_name(exc), f"{type(exc).__name__}: {_first_line(exc)}")
     return exc
+
+
+def gone(exc: BaseException) -> ActorUnavailable:
+    """A dead or unreachable actor as ActorUnavailable naming it (even when ``ray.kill``ed)."""
+    return ActorUnavailable(_actor_name(exc), _first_line(exc))
 
 
 def _actor_name(exc: BaseException) -> str:

@@ -27,6 +27,7 @@ from memorybus.retrieval.wire import RecallRequest, pack_hits, query_vector, unp
 from memorybus.scopes import Context, Scope
 from memorybus.shard import FactResult, Shard
 from memorybus.shard.build import open_shard
+from memorybus.storage import dirlock
 
 T = TypeVar("T")
 
@@ -59,6 +60,7 @@ class ShardActor(OperatorCalls):
         self._push = HubPush(config, self._gate.service_token)
         self._shard: Shard | None = None
         self._open_lock = threading.Lock()
+        self._dir_lock: dirlock.DirLock | None = None  # one bus per data directory
         self._ingest = Ingest(config)
         collect_less()
         from ray.util import metrics
@@ -88,6 +90,10 @@ class ShardActor(OperatorCalls):
         """Open store and index. Never fatal to the actor: a store that cannot be reached
         now (or refuses to serve) raises to this call, and the next call tries again."""
         try:
+            if self.config.backend == "embedded" and self._dir_lock is None:
+                self._dir_lock = dirlock.acquire(
+                    os.path.abspath(self.config.shard_dir(self.name)), f"namespace={self.config.namespace}"
+                )  # DataDirInUse while another bus serves these files
             shard = open_shard(self.config, self.name, on_events=self._publish,
                                audit_key=derived_key(self.config, "audit checkpoint"))
         except OSError as exc:  # its directory: a disk that is full, gone or read-only
@@ -109,7 +115,10 @@ class ShardActor(OperatorCalls):
             if shard is not None:
                 with shard.gate.write():
                     shard.close()
-                gc.unfreeze()  # the closed shard's objects may be collected; the next open freezes again
+                gc.unfreeze()
+            if self._dir_lock is not None:  # the files are closed: another bus may open them
+                self._dir_lock.release()
+                self._dir_lock = None  # the closed shard's objects may be collected; the next open freezes again
 
     def _read(self, call: Callable[[Shard], T]) -> T:
         """A read: on the reads thread, under the shard's state lock only (never behind

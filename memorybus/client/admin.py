@@ -186,7 +186,8 @@ def stats(bus: MemoryBus) -> Op[dict[str, Any]]:
 
 def hub_stats(bus: MemoryBus) -> Op[list[dict[str, int]]]:
     """Each hub actor's totals over every org: events published and delivered,
-    subscriptions, and how many are replaying from the log."""
+    subscriptions, how many are replaying from the log and how many are parked
+    (waiting for their target actor)."""
     auth = require_operator(bus, "hub_stats")
     totals = yield [bus._hub(p).totals.remote(auth) for p in range(bus.config.bus.partitions)]
     return list(totals)

@@ -47,7 +47,10 @@ def assert_fact(
     """Assert a value of the keyed fact ``key`` in ``scope`` (default: the context's).
 
     Resolution (``strategy``, default from config) decides whether it becomes
-    current; either way it is recorded in the fact's history. ``fields`` are
+    current; either way it is recorded in the fact's history. ``confidence``
+    (0..1) defaults to **1.0**, the highest: under the confidence-weighted strategy
+    an assertion that does not state its confidence outweighs any earlier one that
+    stated less, so pass ``confidence`` when a source is unsure. ``fields`` are
     remember fields (``scope``, ``valid_from``, ``importance``, ``tags``, ...).
     ``op_id``: a retry with the same id answers the first outcome (``created``
     stays ``created``), recording nothing twice.

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from memorybus.actors import runtime
 from memorybus.config import Config
-from memorybus.errors import ActorUnavailable, BusClosed, ConfigError, MemoryBusError
+from memorybus.errors import ActorUnavailable, BusClosed, ConfigError, DataDirInUse, MemoryBusError
 
 if TYPE_CHECKING:
     from memorybus.client import MemoryBus
@@ -80,6 +80,7 @@ def start(bus: MemoryBus) -> None:
         )
     bus._owns_actors = running is None
     if running is None:
+        _check_not_served(cfg)  # another bus on these files: refused before anything starts
         runtime.check_capacity(cfg)  # an actor no node can hold fails now, not after a wait
     identity.bootstrap(bus)  # checks passed: the operator key exists before any actor needs it
     started = time.monotonic()
@@ -114,6 +115,7 @@ def start(bus: MemoryBus) -> None:
         if ident != cfg.storage_identity():  # another process created it meanwhile
             raise ConfigError("namespace", f"bus {cfg.namespace!r} runs on {_describe(ident)}")
     log.info("actors ready in %.1fs", time.monotonic() - started)
+    _report_parked(bus)
     if loader is not None:
         log.info("loading the query model in this process")
         loader.join()
@@ -140,6 +142,43 @@ def wait_placed(refs: list[Any], names: list[str], started: float, limit: float 
         if pending:
             missing = [n for n, r in zip(names, refs, strict=True) if r in pending]
             log.info("still waiting for %s (%.0fs)", ", ".join(missing), time.monotonic() - started)
+
+
+def _check_not_served(config: Config, wait: float = 3.0) -> None:
+    """One bus per data directory (see :mod:`memorybus.storage.dirlock`), checked here
+    first so that a second bus is refused in moments, not after its actors started:
+    DataDirInUse if another bus's actors on this machine still hold a directory of
+    ``config`` after ``wait`` seconds (a bus being closed lets go meanwhile). The
+    actors take the locks themselves (this check cannot see other machines' disks)."""
+    import os
+
+    from memorybus.scopes import shard_name
+    from memorybus.storage import dirlock
+
+    if config.backend != "embedded":
+        return
+    root = os.path.abspath(config.data_dir)
+    dirs = [os.path.join(root, shard_name(i)) for i in range(config.num_shards)]
+    dirs += [os.path.join(root, f"bus-{p}") for p in range(config.bus.partitions)]
+    deadline = time.monotonic() + wait
+    for d in dirs:
+        while dirlock.is_locked(d):
+            if time.monotonic() >= deadline:
+                raise DataDirInUse(d, dirlock.holder(d) or "another process")
+            time.sleep(0.1)
+
+
+def _report_parked(bus: MemoryBus) -> None:
+    """Say in one line which subscriptions wait for their target actor (connect goes on)."""
+    refs = [h.parked.remote(bus._credential or "") for h in bus._hubs or []]
+    try:
+        found = runtime.run_sync(runtime.iter_refs(refs), 30)
+    except MemoryBusError as exc:  # a report only: never a reason to fail connect
+        log.warning("could not list parked subscriptions: %s", exc)
+        return
+    lines = [line for part in found for line in part]
+    if lines:
+        log.warning("%d subscription(s) parked until their target actor runs: %s", len(lines), "; ".join(lines))
 
 
 def _running_identity(bus: MemoryBus) -> dict[str, Any] | None:

@@ -35,7 +35,8 @@ from memorybus.client.operation import check_context
 from memorybus.errors import DeliveryFailed, InvalidRequest, MemoryBusError
 from memorybus.events import Event, EventFilter
 from memorybus.pubsub.records import check_name
-from memorybus.scopes import Context
+from memorybus.pubsub.targets import named
+from memorybus.scopes import Context, Scope
 
 if TYPE_CHECKING:
     from memorybus.client import MemoryBus
@@ -43,15 +44,24 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
+def readable(cursors: dict[str, int]) -> dict[Scope, int]:
+    """Cursors keyed by :class:`~memorybus.scopes.Scope` (the hub keys them by scope key)."""
+    return {Scope.from_key(k): int(v) for k, v in cursors.items()}
+
+
 class Inbox:
     """Subscriber-side bookkeeping: drops events already processed, keeps order.
 
-    Create it from the subscription's durable cursors (``bus.subscription_cursors``)
+    Create it from the subscription's durable cursors (``bus.subscription_cursors``,
+    keyed by :class:`~memorybus.scopes.Scope`; scope-key strings are accepted too)
     when the subscriber starts, pass every delivered batch through :meth:`accept`.
+    ``cursors`` is keyed by each event's ``scope_key``.
     """
 
-    def __init__(self, cursors: dict[str, int] | None = None) -> None:
-        self.cursors: dict[str, int] = dict(cursors or {})
+    def __init__(self, cursors: dict[Scope, int] | dict[str, int] | None = None) -> None:
+        self.cursors: dict[str, int] = {
+            (k.key if isinstance(k, Scope) else k): v for k, v in (cursors or {}).items()
+        }
 
     def accept(self, events: Iterable[Event]) -> list[Event]:
         fresh = []
@@ -77,11 +87,17 @@ class Subscription:
         self.name = name
         self._context = context
         self.partition = partition
-        self.cursors = dict(cursors)
+        self._acked = dict(cursors)  # by scope key, as the hub keeps them
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.errors: list[BaseException] = []
         self.failed: BaseException | None = None
+
+    @property
+    def cursors(self) -> dict[Scope, int]:
+        """The acknowledged position, per :class:`~memorybus.scopes.Scope` (as
+        ``bus.subscription_cursors`` gives it)."""
+        return readable(self._acked)
 
     @property
     def alive(self) -> bool:
@@ -136,7 +152,7 @@ class Subscription:
 
     def _listen(self, callback: Callable[[list[Event]], Any], loop: asyncio.AbstractEventLoop | None) -> None:
         hub = self.bus._hub(self.partition)
-        inbox = Inbox(self.cursors)
+        inbox = Inbox(self._acked)
         ack: dict[str, int] | None = None
         while not self._stop.is_set():
             try:
@@ -152,7 +168,7 @@ class Subscription:
                 inbox.cursors = before  # nothing of the failed batch is acknowledged
                 return
             ack = dict(inbox.cursors)
-            self.cursors = ack
+            self._acked = ack
 
     def _start(self, callback: Callable[[list[Event]], Any]) -> None:
         try:
@@ -196,6 +212,15 @@ def subscribe(
     subscription of ``context``: subscribing again with the same context and name
     resumes after the last acknowledged event and misses nothing; another context
     using the same name has its own subscription.
+
+    A **named** actor target (``W.options(name=..., namespace=...)``, or given as
+    ``target=("name", "namespace")``) is stored by name: after any restart, of the
+    bus or of Ray itself, the hub finds it again once it runs. Until then the
+    subscription is *parked*: nothing is lost (its events wait in the durable log),
+    ``bus_stats`` lists it under ``parked``, and ``unsubscribe`` removes it. An
+    unnamed actor's handle is valid in its Ray cluster only: after a restart of Ray
+    such a subscription stays parked until its owner subscribes again with the same
+    name (and a new handle).
     """
     check_context(context)
     if (target is None) == (callback is None):
@@ -205,8 +230,11 @@ def subscribe(
     if target is not None:
         if not isinstance(method, str) or not method.isidentifier():
             raise InvalidRequest("method", "must be a method name")
-        if not callable(getattr(getattr(target, method, None), "remote", None)):
-            raise InvalidRequest("target", f"must be a Ray actor handle with a method {method!r}")
+        if isinstance(target, tuple):
+            named(target)  # a (name, namespace) pair of non-empty strings, else InvalidRequest
+        elif not callable(getattr(getattr(target, method, None), "remote", None)):
+            raise InvalidRequest("target", f"must be a Ray actor handle with a method {method!r}, "
+                                 "or (name, namespace) of a named actor")  # fmt: skip
     if filter is not None and not isinstance(filter, EventFilter):
         raise InvalidRequest("filter", "must be an EventFilter")
     if start not in ("now", "beginning"):
@@ -228,19 +256,23 @@ def unsubscribe(bus: MemoryBus, name: str, context: Context) -> Op[bool]:
     return bool(done)
 
 
-def subscription_cursors(bus: MemoryBus, name: str, context: Context) -> Op[dict[str, int]]:
-    """The acknowledged position of ``context``'s subscription ``name`` (for
-    :class:`Inbox`); empty if it has none."""
+def subscription_cursors(bus: MemoryBus, name: str, context: Context) -> Op[dict[Scope, int]]:
+    """The acknowledged position of ``context``'s subscription ``name``: the sequence
+    number of the last processed event per :class:`~memorybus.scopes.Scope` (pass it
+    to :class:`Inbox`); empty if it has none."""
     check_context(context)
     _, hub = bus._hub_for(context.org)
     (cursors,) = yield [hub.cursors.remote(check_name(name), context)]
-    return dict(cursors)
+    return readable(cursors)
 
 
 def bus_stats(bus: MemoryBus, context: Context) -> Op[dict[str, Any]]:
     """Delivery figures of the subscriptions ``context`` manages (an org context: its
     org's; a user context: that user's): ``published`` (events of its org),
-    ``delivered``, and per subscription ``queued``/``delivered``/``replays``."""
+    ``delivered``, ``parked`` (the names of subscriptions waiting for their target
+    actor), and per subscription ``queued``, ``delivered``, ``replays`` (replays
+    that re-read missed events from the durable log), ``replaying``, ``errors``,
+    ``last_error``, ``parked`` (why it waits, "" when attached) and ``target``."""
     check_context(context)
     _, hub = bus._hub_for(context.org)
     (stats,) = yield [hub.stats.remote(context)]

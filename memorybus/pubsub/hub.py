@@ -19,6 +19,14 @@ in between, the last few acknowledged events are delivered again after the
 restart: delivery is at least once, and :class:`~memorybus.client.subscriptions.Inbox`
 drops what the subscriber already processed.
 
+Push targets are stored by name (see :mod:`memorybus.pubsub.targets`): a push
+subscription whose target cannot be found (after a restart of the cluster, or
+when a named target's delivery finds it gone) is *parked*: its cursors stay where
+they are, so the durable logs keep everything it may see, and the hub looks for
+its target again every ``parked_retry_seconds`` and, at most as often, on publish.
+Once found, it replays what it missed. Restoring never fails because of one
+subscription (an unreadable record is logged and skipped).
+
 Ownership: a subscription belongs to the context that created it (its scope:
 org, user, agent, session). Its ``name`` is unique within that owner: the
 subscription's id is derived from owner and name, so another context using the
@@ -34,19 +42,21 @@ import asyncio
 import contextlib
 import logging
 from collections import Counter, deque
-from collections.abc import Callable
 from typing import Any
 
-from memorybus.errors import StoreUnavailable
+from memorybus.errors import ActorUnavailable, StoreUnavailable
 from memorybus.events import Event, EventFilter, deliverable
-from memorybus.pubsub.ports import Deliver, KeyValue, LastSeqs, ReadEvents
+from memorybus.pubsub.parking import Parking
+from memorybus.pubsub.ports import Deliver, KeyValue, LastSeqs, ReadEvents, Targets
+from memorybus.pubsub.principals import Principals
 from memorybus.pubsub.records import Subscription, check_name, subscription_id
 from memorybus.pubsub.store import SubscriptionStore
+from memorybus.pubsub.targets import LocalTargets
 from memorybus.scopes import Context
 
 log = logging.getLogger(__name__)
 
-class Hub:
+class Hub(Parking, Principals):
     """One partition of the bus: subscriptions of the orgs routed to it."""
 
     def __init__(
@@ -58,10 +68,10 @@ class Hub:
         *,
         queue_limit: int = 10_000,
         batch_size: int = 256,
-        encode_target: Callable[[Any], bytes | None] = lambda t: None,
-        decode_target: Callable[[bytes], Any] = lambda b: None,
+        targets: Targets | None = None,
         cursor_flush_seconds: float = 0.05,
         replay_page: int = 1000,
+        parked_retry_seconds: float = 1.0,
     ) -> None:
         self.kv = kv
         self._read_events = read_events
@@ -69,7 +79,8 @@ class Hub:
         self._deliver = deliver
         self.queue_limit = queue_limit
         self.batch_size = batch_size
-        self.store = SubscriptionStore(kv, encode_target, decode_target)
+        self.store = SubscriptionStore(kv)
+        self._setup_parking(targets if targets is not None else LocalTargets(), parked_retry_seconds)
         self.subs: dict[str, Subscription] = {}
         self.published = 0
         self.published_by_org: Counter[str] = Counter()
@@ -109,7 +120,9 @@ class Hub:
         return len(dirty)
 
     def restore(self) -> int:
-        """Reload durable subscriptions (after a hub restart); they resume by replay."""
+        """Reload durable subscriptions (after a hub restart); pull subscriptions resume
+        by replay, push subscriptions wait parked until :meth:`attach_parked` finds
+        their targets."""
         for sub in self.store.load(skip=self.subs):
             self.subs[sub.id] = sub
             self._start(sub)
@@ -140,15 +153,22 @@ class Hub:
         """
         name = check_name(name)
         sub_id = subscription_id(context, name)
+        ref = None if target is None else self.targets.ref(target)
+        if isinstance(target, tuple):  # a named target given by name: find it now
+            target = await self.targets.find(ref) if ref is not None else None
         existing = self.find(context, name)
         if existing is not None and not existing.closed:
             existing.context, existing.filter = context, flt
-            existing.target, existing.method = target, method
+            existing.target, existing.method, existing.ref = target, method, ref
+            existing.parked = ""
             existing.needs_replay = True
             existing.more = False
             existing.queue.clear()
             self._save(existing)
             existing.wake.set()
+            if existing.target is None and existing.task is not None:  # no target now: stop its loop
+                existing.task.cancel()
+                existing.task = None
             if existing.task is None or existing.task.done():
                 self._start(existing)
             return dict(existing.acked)
@@ -159,7 +179,7 @@ class Hub:
             acked = {}
         else:
             acked = await self._last_seqs(context)
-        sub = Subscription(sub_id, context, flt, target, method, acked, name=name)
+        sub = Subscription(sub_id, context, flt, target, method, acked, name=name, ref=ref)
         self.subs[sub_id] = sub
         self._save(sub)
         self._start(sub)
@@ -171,36 +191,19 @@ class Hub:
         sub = self.find(context, name)
         if sub is None and self.subs.get(sub_id) is not None:
             return False  # not the caller's
-        self.subs.pop(sub_id, None)
+        self._drop(sub_id)
+        return sub is not None
+
+    def _drop(self, sub_id: str) -> None:
+        """Forget a subscription: its record and cursors, its push loop stopped."""
+        sub = self.subs.pop(sub_id, None)
         self._dirty.discard(sub_id)
         self.store.delete(sub_id)
-        if sub is None:
-            return False
-        sub.closed = True
-        sub.wake.set()
-        if sub.task is not None:
-            sub.task.cancel()
-        return True
-
-    def erase_principal(self, org: str, user: str = "", agent: str = "", *, dry_run: bool = False) -> int:
-        """Delete every subscription (record and cursors, live or stored) owned by
-        ``user`` or ``agent`` of ``org`` (both: that user's agent): part of an erasure.
-        Returns how many; ``dry_run``: count only."""
-        ids = set(self.store.owned_by(org, user, agent))
-        ids |= {i for i, s in self.subs.items() if s.context.org == org and (not user or s.context.user == user)
-                and (not agent or s.context.agent == agent)}  # fmt: skip
-        if dry_run:
-            return len(ids)
-        for sub_id in ids:
-            sub = self.subs.pop(sub_id, None)
-            self._dirty.discard(sub_id)
-            self.store.delete(sub_id)
-            if sub is not None:
-                sub.closed = True
-                sub.wake.set()
-                if sub.task is not None:
-                    sub.task.cancel()
-        return len(ids)
+        if sub is not None:
+            sub.closed = True
+            sub.wake.set()
+            if sub.task is not None:
+                sub.task.cancel()
 
     def cursors(self, name: str, context: Context) -> dict[str, int]:
         """The acknowledged cursors of ``context``'s subscription ``name`` ({} if none)."""
@@ -212,32 +215,13 @@ class Hub:
             return {}
         return self.store.cursors(sub_id) or {}
 
-    def stats(self, context: Context) -> dict[str, Any]:
-        """Delivery figures of the subscriptions ``context`` manages (by name), and the
-        events published for its org. Nothing about other orgs."""
-        mine = [s for s in self.subs.values() if s.context.org == context.org and context.manages(s.context.scope)]
-        return {
-            "published": self.published_by_org[context.org],
-            "delivered": sum(s.delivered for s in mine),
-            "subscriptions": {
-                (s.name if s.context.scope == context.scope else f"{s.name}@{s.context}"): {
-                    "queued": len(s.queue),
-                    "delivered": s.delivered,
-                    "replays": s.replays,
-                    "replaying": s.needs_replay or s.more,
-                    "errors": s.errors,
-                    "last_error": s.last_error,
-                }
-                for s in mine
-            },
-        }
-
     # ---------------------------------------------------------------- publish
     def publish(self, events: list[Event]) -> None:
         """Accept committed events from a shard (never blocks, never raises)."""
         self.published += len(events)
         for ev in events:
             self.published_by_org[ev.node.scope.org] += 1
+        self._look_on_publish()
         for sub in self.subs.values():
             if sub.closed or sub.needs_replay or sub.more:
                 continue  # it reads these from the log
@@ -266,7 +250,12 @@ class Hub:
 
     # --------------------------------------------------------------- delivery
     def _start(self, sub: Subscription) -> None:
-        if sub.target is not None:
+        if sub.ref is None:
+            return  # a pull subscription: its caller reads
+        if sub.target is None:
+            self._park(sub, sub.parked or f"{sub.ref.describe()} is not running")
+            return
+        if sub.task is None or sub.task.done():
             sub.task = asyncio.get_running_loop().create_task(self._push_loop(sub))
 
     async def _replay(self, sub: Subscription) -> None:
@@ -281,7 +270,8 @@ class Hub:
         sub.pending = dict(cursors)
         sub.needs_replay = False
         sub.more = more
-        sub.replays += 1
+        if events:
+            sub.replays += 1  # a replay that re-read something
 
     def _take(self, sub: Subscription) -> list[Event]:
         batch: list[Event] = []
@@ -306,7 +296,7 @@ class Hub:
 
     async def _push_loop(self, sub: Subscription) -> None:
         backoff = 0.05
-        while not sub.closed:
+        while not sub.closed and not sub.parked:
             try:
                 if sub.needs_replay:
                     await self._replay(sub)
@@ -321,7 +311,16 @@ class Hub:
                         sub.wake.clear()
                         await sub.wake.wait()
                     continue
-                await self._deliver(sub.target, sub.method, batch)
+                try:
+                    await self._deliver(sub.target, sub.method, batch)
+                except ActorUnavailable as exc:
+                    if sub.ref is None or not sub.ref.durable:
+                        raise  # an unnamed target cannot be found again: retry it as it is
+                    sub.errors += 1
+                    sub.last_error = str(exc)
+                    self._park(sub, f"{sub.ref.describe()} is gone: {exc}")
+                    log.warning("subscription %r parked: %s", sub.name, sub.parked)
+                    return
                 sub.delivered += len(batch)
                 self._ack(sub, batch)
                 backoff = 0.05
@@ -345,7 +344,7 @@ class Hub:
         """For driver-side subscribers: acknowledge what was processed, then wait up to
         ``timeout`` seconds for the next batch of ``context``'s subscription ``name``."""
         sub = self.find(context, check_name(name))
-        if sub is None or sub.target is not None:
+        if sub is None or sub.push:
             return []
         if ack:
             moved = False

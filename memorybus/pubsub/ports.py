@@ -13,6 +13,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
 from memorybus.events import Event, EventFilter
+from memorybus.pubsub.targets import TargetRef
 from memorybus.scopes import Context
 
 
@@ -44,3 +45,15 @@ ReadEvents = Callable[
 LastSeqs = Callable[[Context], Awaitable[dict[str, int]]]
 #: delivers a batch to a push subscriber; returns when the subscriber has processed it
 Deliver = Callable[[Any, str, list[Event]], Awaitable[Any]]
+
+
+class Targets(Protocol):
+    """Names push targets durably and finds them again (see :mod:`memorybus.pubsub.targets`)."""
+
+    def ref(self, target: Any) -> TargetRef:
+        """The durable name of ``target`` (a live handle, or ``(name, namespace)``)."""
+        ...
+
+    async def find(self, ref: TargetRef) -> Any | None:
+        """A live handle for ``ref`` now, or None when it is not there (never raises)."""
+        ...

@@ -15,6 +15,7 @@ from typing import Any
 
 from memorybus.errors import InvalidRequest
 from memorybus.events import Event, EventFilter
+from memorybus.pubsub.targets import TargetRef
 from memorybus.scopes import Context, Scope
 from memorybus.validation import is_text
 
@@ -29,7 +30,7 @@ class Subscription:
     id: str
     context: Context
     filter: EventFilter
-    target: Any | None  # an actor handle (push) or None (pull)
+    target: Any | None  # the live handle of a push target; None: pull, or parked
     method: str
     acked: dict[str, int]  # durable: processed by the subscriber
     pending: dict[str, int] = field(default_factory=dict)  # accounted for (queued or skipped)
@@ -44,6 +45,12 @@ class Subscription:
     replays: int = 0
     closed: bool = False
     name: str = ""
+    ref: TargetRef | None = None  # durable: the push target's name (None: a pull subscription)
+    parked: str = ""  # why a push subscription waits for its target ("" when attached)
+
+    @property
+    def push(self) -> bool:
+        return self.ref is not None
 
 
 def check_name(name: object) -> str:

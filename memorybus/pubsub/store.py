@@ -1,13 +1,19 @@
 """The durable side of a hub's subscriptions: their records and acknowledged cursors.
 
 Kept in the hub's :class:`~memorybus.pubsub.ports.KeyValue` under ``sub:<id>`` (owner,
-filter, target, method) and ``cur:<id>`` (the acknowledged cursors). Every failure of
-the store surfaces as the store's :class:`~memorybus.errors.StoreUnavailable`.
+filter, target, method) and ``cur:<id>`` (the acknowledged cursors). A push target is
+stored as its :class:`~memorybus.pubsub.targets.TargetRef` (a name that outlives the
+cluster, or an unnamed handle valid in one cluster), never as a live handle only.
+Records written before targets were named (a pickled handle) load as unnamed targets
+of an unknown cluster: parked until their owner subscribes again. A record that
+cannot be read at all is logged and skipped, never fatal to the others. Every
+failure of the store itself surfaces as :class:`~memorybus.errors.StoreUnavailable`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Container, Iterable
+import logging
+from collections.abc import Container, Iterable
 from typing import Any
 
 import msgpack
@@ -21,6 +27,9 @@ from memorybus.pubsub.records import (
     encode_filter,
     subscription_id,
 )
+from memorybus.pubsub.targets import TargetRef
+
+log = logging.getLogger(__name__)
 
 
 def _pack(value: Any) -> bytes:
@@ -28,19 +37,10 @@ def _pack(value: Any) -> bytes:
 
 
 class SubscriptionStore:
-    """Subscription records and cursors in ``kv``; a push target is stored as
-    ``encode_target`` makes it and restored with ``decode_target`` (which returns None
-    for a target that cannot be restored: the subscriber re-attaches by subscribing)."""
+    """Subscription records and cursors in ``kv`` (see the module docstring)."""
 
-    def __init__(
-        self,
-        kv: KeyValue,
-        encode_target: Callable[[Any], bytes | None],
-        decode_target: Callable[[bytes], Any],
-    ) -> None:
+    def __init__(self, kv: KeyValue) -> None:
         self.kv = kv
-        self._encode_target = encode_target
-        self._decode_target = decode_target
 
     def save(self, sub: Subscription) -> None:
         """The record and the cursors of ``sub``, in one durable write."""
@@ -49,8 +49,9 @@ class SubscriptionStore:
             "context": encode_context(sub.context),
             "filter": encode_filter(sub.filter),
             "method": sub.method,
-            "target": self._encode_target(sub.target) if sub.target is not None else None,
-            "push": sub.target is not None,
+            "target": None,  # records of older versions held a pickled handle here
+            "ref": sub.ref.encode() if sub.ref is not None else None,
+            "push": sub.ref is not None,
         }
         self.kv.put_many({f"sub:{sub.id}": _pack(record), f"cur:{sub.id}": _pack(sub.acked)})
 
@@ -85,26 +86,37 @@ class SubscriptionStore:
         under its owner's id first."""
         out: list[Subscription] = []
         for key, blob in self.kv.scan("sub:"):
-            sub_id = key[4:]
-            rec = msgpack.unpackb(blob, raw=False)
-            cur = self.kv.get(f"cur:{sub_id}")
-            name = rec.get("name") or sub_id
-            owner = decode_context(rec["context"])
-            if sub_id != subscription_id(owner, name):
-                old, sub_id = sub_id, subscription_id(owner, name)
-                self.kv.put_many({f"sub:{sub_id}": _pack({**rec, "name": name}),
-                                  **({f"cur:{sub_id}": cur} if cur else {})})  # fmt: skip
-                self.delete(old)
-            if sub_id in skip:
-                continue  # already restored (an earlier attempt stopped part way)
-            push = rec["push"] and rec["target"] is not None
-            out.append(Subscription(
-                sub_id,
-                owner,
-                decode_filter(rec["filter"]),
-                self._decode_target(rec["target"]) if push else None,
-                rec["method"],
-                dict(msgpack.unpackb(cur, raw=False)) if cur else {},
-                name=name,
-            ))  # fmt: skip
+            try:
+                sub = self._load_one(key[4:], blob)
+            except (ValueError, TypeError, KeyError, IndexError, msgpack.UnpackException) as exc:
+                log.warning("subscription record %s cannot be read, skipped: %r", key, exc)
+                continue
+            if sub.id not in skip:  # else already restored (an earlier attempt stopped part way)
+                out.append(sub)
         return out
+
+    def _load_one(self, sub_id: str, blob: bytes) -> Subscription:
+        rec = msgpack.unpackb(blob, raw=False)
+        cur = self.kv.get(f"cur:{sub_id}")
+        name = rec.get("name") or sub_id
+        owner = decode_context(rec["context"])
+        if sub_id != subscription_id(owner, name):
+            old, sub_id = sub_id, subscription_id(owner, name)
+            self.kv.put_many({f"sub:{sub_id}": _pack({**rec, "name": name}),
+                              **({f"cur:{sub_id}": cur} if cur else {})})  # fmt: skip
+            self.delete(old)
+        ref: TargetRef | None = None
+        if rec.get("ref") is not None:
+            ref = TargetRef.decode(rec["ref"])
+        elif rec.get("push") and rec.get("target") is not None:
+            ref = TargetRef(blob=bytes(rec["target"]))  # an older record: a handle of an unknown cluster
+        return Subscription(
+            sub_id,
+            owner,
+            decode_filter(rec["filter"]),
+            None,  # the hub finds the live target
+            rec["method"],
+            dict(msgpack.unpackb(cur, raw=False)) if cur else {},
+            name=name,
+            ref=ref,
+        )

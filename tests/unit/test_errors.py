@@ -14,6 +14,8 @@ CASES = [
     E.StoreUnavailable("redis", "connection refused"),
     E.ActorUnavailable("memorybus:shard-2", "The actor died unexpectedly before finishing this task."),
     E.Unavailable("plain"),
+    E.ActorFailed("HubActor.ready", "AssertionError: Expected str or bytes, got NoneType"),
+    E.DataDirInUse("/data/shard-0", "pid=7 host=h namespace=a"),
     E.OutcomeUnknown("redis", "Timeout reading from socket", "op-17"),
     E.PartialWrite("op-3", [None, "stored"], {}),
     E.OperationTimeout(2.5, "op-4"),
@@ -49,3 +51,19 @@ def test_partial_write_round_trip_keeps_per_item_errors():
     back = pickle.loads(pickle.dumps(err))
     assert str(back) == str(err) and back.op_id == "op-3" and back.stored == [None, "stored"]
     assert type(back.errors[0]) is E.StoreUnavailable and str(back.errors[0]) == str(err.errors[0])
+
+
+def test_an_actors_foreign_error_reaches_the_caller_as_a_memorybus_error_naming_the_actor():
+    """What connect once raised bare (issue 32): an AssertionError inside the hub actor's
+    ready(). The caller gets ActorFailed naming the actor's call and the cause; a
+    memorybus error raised inside an actor still arrives as itself."""
+    import ray.exceptions as rex
+
+    from memorybus.actors.runtime import unwrap
+
+    bare = AssertionError("Expected str or bytes, got <class 'NoneType'>")
+    err = unwrap(rex.RayTaskError("HubActor.ready", "Traceback ...", bare))
+    assert type(err) is E.ActorFailed and err.actor == "HubActor.ready"
+    assert "AssertionError: Expected str or bytes" in str(err) and err.__cause__ is bare
+    ours = E.StoreMismatch("shard-0", "its store is missing")
+    assert unwrap(rex.RayTaskError("ShardActor.identity", "Traceback ...", ours)) is ours
