@@ -81,6 +81,8 @@ class RankingWeights:
     min_relevance: float = _w(0.15, "measured: a cosine of 0.252 on the dense scale, between the 5th percentile of "
                               "dev question/gold-turn cosines (0.246) and the 90th of other-conversation pairs "
                               "(0.251); tune_recall.py --calibrate; costs <0.002 LoCoMo R@10")
+    name_check: bool = _w(True, "PENDING")
+    name_margin: float = _w(0.0, "PENDING")
     # -- structure: reorders relevant memories ----------------------------------------
     thread: float = _w(1.0, f"{_TUNED}: grid 0.35/0.5/0.7/1.0 (0.7 best without the length prior); with length="
                        "0.2, length_pivot=5: --grid thread=0.7,1.0 gives R@10/R@5 0.801/0.728 and 0.804/0.738 "
@@ -163,7 +165,8 @@ class RankingWeights:
 
     #: the fields by the signal or stage they weigh (the sections above, as data)
     GROUPS: ClassVar[dict[str, tuple[str, ...]]] = {
-        "relevance": ("dense_zero", "dense_full", "keyword", "neighbor", "min_relevance"),
+        "relevance": ("dense_zero", "dense_full", "keyword", "neighbor", "min_relevance", "name_check",
+                      "name_margin"),
         "structure": ("thread", "thread_centroid", "speaker", "time", "time_words", "time_slack_days", "graph",
                       "answer", "named", "named_share"),
         "rerank": ("salience", "recency", "recency_half_life_days", "importance", "confidence", "length",

@@ -1,12 +1,87 @@
-"""What the ranking reads from a query's text: keyword terms and the times it names."""
+"""What the ranking reads from a query's text: keyword terms, the times and the names it names."""
 
 from __future__ import annotations
 
+import functools
+import re
 from dataclasses import dataclass
 
 from memorybus.retrieval.answers import asked_forms
 from memorybus.retrieval.text import tokens
 from memorybus.retrieval.timeparse import TimeWindow, query_times
+from memorybus.words import ASKING_WORDS
+
+#: what stands in for a name in the query embedded without its names
+NAME_STAND_IN = "someone"
+
+# a capitalised word (a name, an acronym) with its possessive; the lookbehinds find a word
+# that opens the text or a sentence, which is a name only when possessive ("Alice's team")
+_NAME = re.compile(r"(?<![\w'\u2019-])[A-Z][A-Za-z0-9]*(?:[-'\u2019][A-Z][A-Za-z0-9]*)*(?P<pos>['\u2019]s\b)?")
+_OPENS = re.compile(r"(?:^|[.!?:;]\s+|\n)\W*$")
+
+
+def _name_words(text: str) -> list[re.Match[str]]:
+    """The capitalised words of ``text`` that name something: inside a sentence, or
+    possessive where they open one; words with no keyword term (stop words) are not names."""
+    out = []
+    for m in _NAME.finditer(text):
+        if _OPENS.search(text, 0, m.start()) and not m.group("pos"):
+            continue
+        if tokens(m.group(0)):
+            out.append(m)
+    return out
+
+
+@functools.lru_cache(maxsize=1)
+def _asking_terms() -> frozenset[str]:
+    return frozenset(t for w in ASKING_WORDS for t in tokens(w))
+
+
+def name_terms(text: str) -> frozenset[str]:
+    """The keyword terms of the names ``text`` names (see :func:`without_names`)."""
+    return frozenset(t for m in _name_words(text) for t in tokens(m.group(0)))
+
+
+def without_names(text: str) -> str | None:
+    """``text`` with each name it names replaced by :data:`NAME_STAND_IN` ("What is Alice's
+    blood type?" -> "What is someone's blood type?"), or None when it names none, or when it
+    asks nothing besides its names: a query that is only names, or names and words that ask
+    without saying what (:data:`~memorybus.words.ASKING_WORDS`: "tell me about Alice"), asks
+    about them.
+
+    A name is a capitalised word inside a sentence, or a possessive one opening it (the
+    words that open a sentence are capitalised anyway); adjacent ones are one name. Recall embeds this text beside the
+    query so that a memory which matches only on a shared name can be told from one that
+    matches what is asked (:mod:`memorybus.retrieval.ranking`)."""
+    found = _name_words(text)
+    if not found:
+        return None
+    names = {t for m in found for t in tokens(m.group(0))} | _asking_terms()
+    if all(t in names for t in tokens(text)):
+        return None
+    parts: list[str] = []
+    at = 0
+    for m in found:
+        between = text[at : m.start()]
+        if parts and not between.strip() and not parts[-1].endswith(("'s", "\u2019s")):
+            parts[-1] += m.group("pos") or ""  # "Project Falcon": one name, one stand-in
+        else:
+            parts += [between, NAME_STAND_IN + (m.group("pos") or "")]
+        at = m.end()
+    parts.append(text[at:])
+    return "".join(parts)
+
+
+def query_texts(text: str) -> list[str]:
+    """What recall embeds for a query: the query; when it names something and asks about it
+    (:func:`without_names`), also the query without its names and its names alone ("Alice's
+    blood type" -> "someone's blood type", "Alice"). These are the rows of the query vector
+    a shard is sent (:meth:`~memorybus.retrieval.reader.RecallReader.search`)."""
+    unnamed = without_names(text)
+    if unnamed is None:
+        return [text]
+    names = (m.group(0)[: m.start("pos") - m.start()] if m.group("pos") else m.group(0) for m in _name_words(text))
+    return [text, unnamed, " ".join(names)]
 
 
 @dataclass(frozen=True, slots=True)
@@ -17,13 +92,15 @@ class Query:
     ``term_set`` holds every token of the query (for the names it may mention);
     ``terms``, the keywords, leave out the words of the times it names unless
     ``time_words`` (see :meth:`parse`); ``forms``, the answer forms it asks for (a
-    time, a number: :func:`~memorybus.retrieval.answers.asked_forms`)."""
+    time, a number: :func:`~memorybus.retrieval.answers.asked_forms`); ``names``, the
+    terms of the names it names (:func:`name_terms`)."""
 
     text: str
     terms: tuple[str, ...]
     windows: tuple[TimeWindow, ...]
     term_set: frozenset[str]
     forms: int = 0
+    names: frozenset[str] = frozenset()
 
     @classmethod
     def parse(cls, text: str, reference: float, *, time_words: bool = True) -> Query:
@@ -36,4 +113,11 @@ class Query:
         if windows and not time_words:
             timed = {t for w in windows for t in tokens(w.text)}
             terms = tuple(t for t in words if t not in timed) or words
-        return cls(text, terms, windows, frozenset(words), asked_forms(text))
+        return cls(text, terms, windows, frozenset(words), asked_forms(text), name_terms(text))
+
+    @property
+    def asked(self) -> tuple[str, ...]:
+        """The keyword terms that are neither names nor words that only ask
+        (:data:`~memorybus.words.ASKING_WORDS`): what the query asks about its names."""
+        asking = _asking_terms()
+        return tuple(t for t in dict.fromkeys(self.terms) if t not in self.names and t not in asking)
