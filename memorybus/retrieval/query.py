@@ -18,17 +18,39 @@ NAME_STAND_IN = "someone"
 # that opens the text or a sentence, which is a name only when possessive ("Alice's team")
 _NAME = re.compile(r"(?<![\w'\u2019-])[A-Z][A-Za-z0-9]*(?:[-'\u2019][A-Z][A-Za-z0-9]*)*(?P<pos>['\u2019]s\b)?")
 _OPENS = re.compile(r"(?:^|[.!?:;]\s+|\n)\W*$")
+# capitalised words that name a time, not someone or something (the time signal reads them)
+_CALENDAR_WORDS = """
+    january february march april may june july august september october november december
+    monday tuesday wednesday thursday friday saturday sunday
+"""
+_CALENDAR = frozenset(_CALENDAR_WORDS.split())
 
 
 def _name_words(text: str) -> list[re.Match[str]]:
     """The capitalised words of ``text`` that name something: inside a sentence, or
-    possessive where they open one; words with no keyword term (stop words) are not names."""
+    possessive where they open one; words with no keyword term (stop words) and the names
+    of months and weekdays (times) are not names."""
     out = []
     for m in _NAME.finditer(text):
         if _OPENS.search(text, 0, m.start()) and not m.group("pos"):
             continue
+        if m.group(0).lower() in _CALENDAR:
+            continue
         if tokens(m.group(0)):
             out.append(m)
+    return out
+
+
+def _names(text: str) -> list[list[re.Match[str]]]:
+    """The names ``text`` names, each as its words (:func:`_name_words`): adjacent name words
+    are one name ("Project Falcon"), unless the first is possessive."""
+    out: list[list[re.Match[str]]] = []
+    for m in _name_words(text):
+        last = out[-1][-1] if out else None
+        if last is not None and not last.group("pos") and not text[last.end() : m.start()].strip():
+            out[-1].append(m)
+        else:
+            out.append([m])
     return out
 
 
@@ -37,9 +59,10 @@ def _asking_terms() -> frozenset[str]:
     return frozenset(t for w in ASKING_WORDS for t in tokens(w))
 
 
-def name_terms(text: str) -> frozenset[str]:
-    """The keyword terms of the names ``text`` names (see :func:`without_names`)."""
-    return frozenset(t for m in _name_words(text) for t in tokens(m.group(0)))
+def name_terms(text: str) -> tuple[frozenset[str], ...]:
+    """The keyword terms of each name ``text`` names (see :func:`without_names`)."""
+    groups = (frozenset(t for m in name for t in tokens(m.group(0))) for name in _names(text))
+    return tuple(dict.fromkeys(g for g in groups if g))
 
 
 def without_names(text: str) -> str | None:
@@ -50,24 +73,20 @@ def without_names(text: str) -> str | None:
     about them.
 
     A name is a capitalised word inside a sentence, or a possessive one opening it (the
-    words that open a sentence are capitalised anyway); adjacent ones are one name. Recall embeds this text beside the
-    query so that a memory which matches only on a shared name can be told from one that
-    matches what is asked (:mod:`memorybus.retrieval.ranking`)."""
-    found = _name_words(text)
-    if not found:
+    words that open a sentence are capitalised anyway), not a month or a weekday; adjacent
+    ones are one name. Recall embeds this text beside the query so that a memory which
+    matches only on a shared name can be told from one that matches what is asked
+    (:mod:`memorybus.retrieval.ranking`)."""
+    names = _names(text)
+    if not names:
         return None
-    names = {t for m in found for t in tokens(m.group(0))} | _asking_terms()
-    if all(t in names for t in tokens(text)):
+    if all(t in _asking_terms() or any(t in g for g in name_terms(text)) for t in tokens(text)):
         return None
     parts: list[str] = []
     at = 0
-    for m in found:
-        between = text[at : m.start()]
-        if parts and not between.strip() and not parts[-1].endswith(("'s", "\u2019s")):
-            parts[-1] += m.group("pos") or ""  # "Project Falcon": one name, one stand-in
-        else:
-            parts += [between, NAME_STAND_IN + (m.group("pos") or "")]
-        at = m.end()
+    for name in names:
+        parts += [text[at : name[0].start()], NAME_STAND_IN + (name[-1].group("pos") or "")]
+        at = name[-1].end()
     parts.append(text[at:])
     return "".join(parts)
 
@@ -80,8 +99,8 @@ def query_texts(text: str) -> list[str]:
     unnamed = without_names(text)
     if unnamed is None:
         return [text]
-    names = (m.group(0)[: m.start("pos") - m.start()] if m.group("pos") else m.group(0) for m in _name_words(text))
-    return [text, unnamed, " ".join(names)]
+    words = (m.group(0)[: m.start("pos") - m.start()] if m.group("pos") else m.group(0) for m in _name_words(text))
+    return [text, unnamed, " ".join(words)]
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,14 +112,14 @@ class Query:
     ``terms``, the keywords, leave out the words of the times it names unless
     ``time_words`` (see :meth:`parse`); ``forms``, the answer forms it asks for (a
     time, a number: :func:`~memorybus.retrieval.answers.asked_forms`); ``names``, the
-    terms of the names it names (:func:`name_terms`)."""
+    keyword terms of each name it names (:func:`name_terms`)."""
 
     text: str
     terms: tuple[str, ...]
     windows: tuple[TimeWindow, ...]
     term_set: frozenset[str]
     forms: int = 0
-    names: frozenset[str] = frozenset()
+    names: tuple[frozenset[str], ...] = ()
 
     @classmethod
     def parse(cls, text: str, reference: float, *, time_words: bool = True) -> Query:
@@ -119,5 +138,5 @@ class Query:
     def asked(self) -> tuple[str, ...]:
         """The keyword terms that are neither names nor words that only ask
         (:data:`~memorybus.words.ASKING_WORDS`): what the query asks about its names."""
-        asking = _asking_terms()
-        return tuple(t for t in dict.fromkeys(self.terms) if t not in self.names and t not in asking)
+        skip = _asking_terms().union(*self.names)
+        return tuple(t for t in dict.fromkeys(self.terms) if t not in skip)

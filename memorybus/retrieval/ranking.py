@@ -8,12 +8,12 @@ index or the exact vector cache) and the keyword candidates (BM25), :func:`rank`
    facts the shard's knowledge graph links to the query;
 2. scores their **relevance** on a 0..1 scale: calibrated cosine and the share
    of the query's keyword weight matched (``content``), read in the thread's
-   context (a reply inherits part of the relevance of the turn it answers). A memory
-   that holds a name the query names but none of the words it asks with may match on the
-   name alone (:class:`NameCheck`): unless the query embedded without its names still
-   reaches ``min_relevance`` on it, or the whole query is closer to it than the names
-   alone, its content is that name-free cosine's relevance, so a question about something
-   never stored is not answered by what a name shares;
+   context (a reply inherits part of the relevance of the turn it answers). When the best
+   match holds a name the query names but none of the words it asks with, it may match on
+   the name alone (:class:`NameCheck`): unless the query embedded without its names still
+   reaches ``min_relevance`` on such a memory, or the whole query is closer to it than the
+   names alone, its content is that name-free cosine's relevance, so a question about
+   something never stored is not answered by what a name shares;
 3. adds **structure**: how well the memory's thread answers the query, whether
    the query names its speaker or source, how close its event time is to a
    time the query names, how strongly the graph links it, whether it states the
@@ -57,14 +57,14 @@ from memorybus.salience import SECONDS_PER_DAY, salience_array
 
 @dataclass(frozen=True, slots=True)
 class NameCheck:
-    """What tells a memory that matches a query only on a name it names: ``names`` and
-    ``asked``, the query's keyword terms of its names and of what it asks
+    """What tells a memory that matches a query only on a name it names: ``names``, the
+    keyword terms of each name the query names, and ``asked``, those of what it asks
     (:attr:`~memorybus.retrieval.query.Query.asked`); ``cosines(ids)``, two rows: each
     memory's cosine with the query embedded without its names, and with its names alone
     (:func:`~memorybus.retrieval.query.query_texts`); ``holds(ids, terms)``, whether each
     memory holds any of ``terms``."""
 
-    names: frozenset[str]
+    names: tuple[frozenset[str], ...]
     asked: tuple[str, ...]
     cosines: Callable[[Sequence[str]], np.ndarray]
     holds: Callable[[Sequence[str], Collection[str]], np.ndarray]
@@ -224,17 +224,21 @@ def score_relevance(sig: Signals, structure: RecallIndex, w: RankingWeights, que
 
 
 def _name_only(sig: Signals, check: NameCheck, w: RankingWeights) -> None:
-    """A memory that holds a name the query names and none of the terms it asks with
-    matches on the name, and perhaps on nothing else. It keeps its ``content`` when the query
-    without its names still reaches ``min_relevance`` on it (the configured floor, not a
-    recall's own: a memory's relevance does not depend on the call), or when the whole query
-    is closer to it than the names alone by more than ``name_margin`` (the question adds to
-    what the name matches); else its ``content`` is at most the relevance of its cosine with
-    the query without its names. ``unnamed`` records that cosine."""
+    """A memory that holds one name the query names (two match a relation between them) and
+    none of the terms it asks with matches on the name, and perhaps on nothing else. When the
+    best content match is such a memory (else the query is answered by what it asks, and
+    nothing changes), each such memory keeps its ``content`` only when the query without its
+    names still reaches ``min_relevance`` on it (the configured floor, not a recall's own: a
+    memory's relevance does not depend on the call), or when the whole query is closer to it
+    than the names alone by more than ``name_margin`` (the question adds to what the name
+    matches); else its ``content`` is at most the relevance of its cosine with the query
+    without its names. ``unnamed`` records that cosine."""
     ids = sig.ids
-    at = np.flatnonzero(check.holds(ids, check.names) & ~check.holds(ids, check.asked))
-    if not len(at):
-        return
+    held = sum(check.holds(ids, name).astype(np.int64) for name in check.names)
+    only = (held == 1) & ~check.holds(ids, check.asked)
+    if not only[int(np.argmax(sig.content))]:
+        return  # the best match holds what is asked (or no name): the query is answered
+    at = np.flatnonzero(only)
     unnamed, alone = np.asarray(check.cosines([ids[x] for x in at.tolist()]), dtype=np.float64)
     sig.unnamed[at] = unnamed
     free = dense_relevance(unnamed, w)

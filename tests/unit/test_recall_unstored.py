@@ -8,8 +8,9 @@ was tuned on them (the rule's dev pairs were others). Each name's memories are o
 scope, as an assistant remembers one person, so what a question shares with them is the
 name. Each query is embedded as recall embeds it: the rows of
 :func:`~memorybus.retrieval.query.query_texts` (the query, the query without its names,
-its names alone). Measured on this set: 31 of 32 unasked questions return nothing (without
-the check: 2 of 32), 17 of 18 asked ones find their memory first."""
+its names alone). Measured on this set: 31 of 32 unasked questions return nothing (sent the
+query's row only, as before the check: 0 of 32), 17 of 18 asked ones find their memory first
+(18 of 18 before)."""
 
 from __future__ import annotations
 
