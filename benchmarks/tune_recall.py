@@ -119,8 +119,9 @@ class Harness:
 
     def ask(self, context: Any, query: str, k: int, reference: float) -> list[Any]:
         from memorybus.retrieval import RecallOptions
+        from memorybus.retrieval.query import query_texts
 
-        vec = self.encoder.encode([query])[0]
+        vec = self.encoder.encode(query_texts(query))
         opts = RecallOptions(reference_time=reference, touch=False)
         return self.shard.search(context, vec, k, query=query, options=opts)
 

@@ -2,7 +2,8 @@
 
 Consolidation leaves them out of a cluster's key phrases; the triple extractor does
 not take a capitalised one at the start of a sentence for a name. (Keyword recall
-uses its analyzer's own list: see :func:`memorybus.retrieval.text.tokens`.)
+uses its analyzer's own list: see :func:`memorybus.retrieval.text.tokens`.) Recall reads a
+query whose other words are all :data:`ASKING_WORDS` as asking about the names it names.
 """
 
 from __future__ import annotations
@@ -19,3 +20,12 @@ _WORDS = """
     yes yesterday you your
 """
 STOP_WORDS = frozenset(_WORDS.split())
+
+# words a request uses to ask about something without saying what about it ("tell me about
+# Alice", "what do you know about Acme?"): such a request asks about the names it names
+_ASKING = """
+    about anything everything something info information detail details describe description
+    summary summarize summarise overview tell know knew remember recall mention mentioned
+    talk talked note notes said say update updates news
+"""
+ASKING_WORDS = frozenset(_ASKING.split())

@@ -282,7 +282,8 @@ class ShardActor(OperatorCalls):
         :mod:`memorybus.retrieval.wire`). Also served on the direct channel.
 
         The query vector is in the request when the caller embedded the query; else
-        the client passes the embedder's ObjectRef as ``vector`` (one row), and Ray
+        the client passes the embedder's ObjectRef as ``vector`` (the rows of
+        :func:`~memorybus.retrieval.query.query_texts`), and Ray
         calls this method once the query is embedded, with the vector inlined
         (planning first and fetching the vector after measured 0.4-0.7 ms slower).
         """

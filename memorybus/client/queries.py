@@ -29,6 +29,7 @@ from memorybus.model import MemoryKind, MemoryStatus
 from memorybus.prompt import ContextBlock, ContextBuilder
 from memorybus.retrieval import DEFAULT_STATUSES, RecallHit, merge_hits
 from memorybus.retrieval.options import RecallOptions
+from memorybus.retrieval.query import query_texts
 from memorybus.retrieval.wire import RecallRequest, pack_request, unpack_hits, vector_bytes
 from memorybus.scopes import Context
 from memorybus.validation import check_text
@@ -70,7 +71,10 @@ def recall(
     its ``score`` (0..1) orders the hits (see
     :class:`~memorybus.retrieval.RecallHit`). Memories whose relevance is
     below ``min_relevance`` (default ``config.ranking.min_relevance``) are
-    not returned: a query nothing answers returns ``[]``.
+    not returned: a query nothing answers returns ``[]``. A query that names someone or
+    something is embedded twice, as asked and without its names
+    (:func:`~memorybus.retrieval.query.query_texts`), so that a memory sharing only the
+    name is not taken for an answer.
     """
     check_context(context)
     if not isinstance(query, str) or not query.strip():
@@ -106,11 +110,11 @@ def recall(
     request = RecallRequest(context, k, kind_list or None, status_list, query, opts)
     if encoder is not None:  # over the shards' direct channels where it can (through Ray when awaited)
         found = yield from channels(bus, owners)
-        blob = pack_request(replace(request, vector=vector_bytes(encoder.encode([query])[0])))
+        blob = pack_request(replace(request, vector=vector_bytes(encoder.encode(query_texts(query)))))
         groups = yield Direct([DirectCall(c, blob, partial(handles[i].recall.remote, blob))
                                for i, c in zip(owners, found, strict=True)])
     else:
-        blob, vector = pack_request(request), bus._embedder().encode.remote([query])
+        blob, vector = pack_request(request), bus._embedder().encode.remote(query_texts(query))
         groups = yield [handles[i].recall.remote(blob, vector) for i in owners]
     by_shard = sorted(zip(owners, groups, strict=True))  # merged in shard order, whatever order they were called in
     return merge_hits([unpack_hits(g) for _, g in by_shard], k)

@@ -172,6 +172,19 @@ class KeywordIndex:
             out[known] = np.frombuffer(self._distinct, dtype=np.float32)[slots[known]]
         return out
 
+    def holds(self, doc_ids: Sequence[str], terms: Iterable[str]) -> np.ndarray:
+        """Whether each of ``doc_ids`` holds any of ``terms`` (False for one not indexed)."""
+        wanted = frozenset(terms)
+        get, docs = self._slot_of.get, self._terms
+        out = np.zeros(len(doc_ids), dtype=np.bool_)
+        if not wanted:
+            return out
+        for x, doc_id in enumerate(doc_ids):
+            slot = get(doc_id)
+            counts = docs[slot] if slot is not None else None
+            out[x] = bool(counts) and not wanted.isdisjoint(counts)  # type: ignore[arg-type]
+        return out
+
     def weight(self, terms: Iterable[str], scope_keys: Sequence[str]) -> float:
         """The query's full keyword weight over the live documents of ``scope_keys``: the
         sum of its distinct terms' idf (a term no document holds counts with the idf of

@@ -8,7 +8,12 @@ index or the exact vector cache) and the keyword candidates (BM25), :func:`rank`
    facts the shard's knowledge graph links to the query;
 2. scores their **relevance** on a 0..1 scale: calibrated cosine and the share
    of the query's keyword weight matched (``content``), read in the thread's
-   context (a reply inherits part of the relevance of the turn it answers);
+   context (a reply inherits part of the relevance of the turn it answers). When the best
+   match holds a name the query names but none of the words it asks with, it may match on
+   the name alone (:class:`NameCheck`): unless the query embedded without its names still
+   reaches ``min_relevance`` on such a memory, or the whole query is closer to it than the
+   names alone, its content is that name-free cosine's relevance, so a question about
+   something never stored is not answered by what a name shares;
 3. adds **structure**: how well the memory's thread answers the query, whether
    the query names its speaker or source, how close its event time is to a
    time the query names, how strongly the graph links it, whether it states the
@@ -31,7 +36,8 @@ source, times, epistemic fields), never ``structured``.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
+from dataclasses import dataclass
 from functools import partial
 from itertools import chain
 from operator import attrgetter
@@ -47,6 +53,21 @@ from memorybus.retrieval.signals import Signals, dense_relevance, either, fuse, 
 from memorybus.retrieval.structure import RecallIndex
 from memorybus.retrieval.timeparse import time_match
 from memorybus.salience import SECONDS_PER_DAY, salience_array
+
+
+@dataclass(frozen=True, slots=True)
+class NameCheck:
+    """What tells a memory that matches a query only on a name it names: ``names``, the
+    keyword terms of each name the query names, and ``asked``, those of what it asks
+    (:attr:`~memorybus.retrieval.query.Query.asked`); ``cosines(ids)``, two rows: each
+    memory's cosine with the query embedded without its names, and with its names alone
+    (:func:`~memorybus.retrieval.query.query_texts`); ``holds(ids, terms)``, whether each
+    memory holds any of ``terms``."""
+
+    names: tuple[frozenset[str], ...]
+    asked: tuple[str, ...]
+    cosines: Callable[[Sequence[str]], np.ndarray]
+    holds: Callable[[Sequence[str], Collection[str]], np.ndarray]
 
 
 def rank(
@@ -68,6 +89,7 @@ def rank(
     keyword_scores: Callable[[Sequence[str]], np.ndarray] | None = None,
     term_share: Callable[[Sequence[str]], np.ndarray] | None = None,
     cosines: Callable[[Sequence[str]], Mapping[str, float]] | None = None,
+    names: NameCheck | None = None,
 ) -> list[RecallHit]:
     """The candidates as hits, best first (ties by id): the best ``limit`` (all when None)
     whose relevance is at least ``min_relevance`` (default ``weights.min_relevance``).
@@ -81,7 +103,8 @@ def rank(
     which tells a rare capitalised word (a name) from a common one.
     With the query ``vector``, every candidate gets its exact cosine from the
     shard's vector cache (``cosines``: those of an exact search's scan, read off it
-    instead of computed again). The hits hold the shard's node objects: copy before
+    instead of computed again). ``names``: see :class:`NameCheck` (applied when
+    ``weights.name_check``). The hits hold the shard's node objects: copy before
     handing them out.
     """
     w = weights
@@ -91,7 +114,7 @@ def rank(
                  cosines)
     if not len(sig):
         return []
-    score_relevance(sig, structure, w, query_weight)
+    score_relevance(sig, structure, w, query_weight, names if w.name_check else None)
     if w.hybrid:
         score_structure(sig, nodes, structure, query, w, vector, linked, term_share)
         if w.length:  # the document-length prior: a memory that says more
@@ -179,7 +202,8 @@ def gather(
 
 
 # ---------------------------------------------------------------- 2. relevance
-def score_relevance(sig: Signals, structure: RecallIndex, w: RankingWeights, query_weight: float) -> None:
+def score_relevance(sig: Signals, structure: RecallIndex, w: RankingWeights, query_weight: float,
+                    names: NameCheck | None = None) -> None:  # fmt: skip
     """``dense``, ``keyword``, ``content``, ``context`` and ``relevance`` (all 0..1)."""
     sig.dense = dense_relevance(sig.cosine, w)
     if not w.hybrid:
@@ -187,6 +211,8 @@ def score_relevance(sig: Signals, structure: RecallIndex, w: RankingWeights, que
         return
     sig.keyword = keyword_relevance(sig.bm25, query_weight)
     sig.content = fuse(sig.dense, sig.keyword, w)
+    if names is not None and names.names and names.asked:
+        _name_only(sig, names, w)
     if w.neighbor:
         at = {i: x for x, i in enumerate(sig.ids)}
         content = sig.content
@@ -195,6 +221,29 @@ def score_relevance(sig: Signals, structure: RecallIndex, w: RankingWeights, que
             if near:
                 sig.context[x] = max(near)
     sig.relevance = either(sig.content, w.neighbor * sig.context)
+
+
+def _name_only(sig: Signals, check: NameCheck, w: RankingWeights) -> None:
+    """A memory that holds one name the query names (two match a relation between them) and
+    none of the terms it asks with matches on the name, and perhaps on nothing else. When the
+    best content match is such a memory (else the query is answered by what it asks, and
+    nothing changes), each such memory keeps its ``content`` only when the query without its
+    names still reaches ``min_relevance`` on it (the configured floor, not a recall's own: a
+    memory's relevance does not depend on the call), or when the whole query is closer to it
+    than the names alone by more than ``name_margin`` (the question adds to what the name
+    matches); else its ``content`` is at most the relevance of its cosine with the query
+    without its names. ``unnamed`` records that cosine."""
+    ids = sig.ids
+    held = sum(check.holds(ids, name).astype(np.int64) for name in check.names)
+    only = (held == 1) & ~check.holds(ids, check.asked)
+    if not only[int(np.argmax(sig.content))]:
+        return  # the best match holds what is asked (or no name): the query is answered
+    at = np.flatnonzero(only)
+    unnamed, alone = np.asarray(check.cosines([ids[x] for x in at.tolist()]), dtype=np.float64)
+    sig.unnamed[at] = unnamed
+    free = dense_relevance(unnamed, w)
+    weak = (free < w.min_relevance) & (sig.cosine[at] - alone <= w.name_margin)
+    sig.content[at[weak]] = np.minimum(sig.content[at[weak]], free[weak])
 
 
 # ---------------------------------------------------------------- 3. structure

@@ -26,7 +26,7 @@ from memorybus.retrieval.expand import expand
 from memorybus.retrieval.hits import DEFAULT_STATUSES, RecallHit
 from memorybus.retrieval.options import RecallOptions
 from memorybus.retrieval.query import Query
-from memorybus.retrieval.ranking import rank
+from memorybus.retrieval.ranking import NameCheck, rank
 from memorybus.retrieval.structure import RecallIndex
 from memorybus.scopes import Context
 from memorybus.storage.vectors import NearestIndex
@@ -89,6 +89,11 @@ class RecallReader:
         """Top ``k`` memories visible to ``context`` for the query ``vector`` (and its
         ``query`` text: hybrid, structure-aware recall, see
         :mod:`memorybus.retrieval.ranking`), followed by the expansions ``options`` asks for.
+
+        ``vector``: the query's embedding, or the rows of the texts
+        :func:`~memorybus.retrieval.query.query_texts` gives for ``query`` (the query, the
+        query without the names it names, the names alone: they tell a memory that shares
+        only a name with the query; without them such a memory is ranked on the whole query).
 
         Visibility is enforced twice: the indexes are filtered to the context's
         visible scope keys, and every candidate is checked again. ``as_of``: the state
@@ -163,7 +168,7 @@ class RecallReader:
 
     def _execute(self, plan: SearchPlan, vector: np.ndarray, linked: Mapping[str, float] | None) -> list[RecallHit]:
         """The search itself, once planned."""
-        vec = self._query_vector(vector)
+        vec, unnamed = self._query_vectors(vector)
         w = self.ranking
         k, accept, scope_keys = plan.k, plan.accept, plan.scope_keys
         dense_limit = max(k * max(1, w.candidate_multiplier), w.dense_candidates if w.hybrid else 0) * plan.depth
@@ -185,7 +190,7 @@ class RecallReader:
             query_weight=plan.query_weight, limit=k, linked=linked, timed=self._timed(plan),
             keyword_scores=plan.keyword_scores, term_share=partial(self.structure.keywords.doc_share,
                                                                    scope_keys=scope_keys),
-            min_relevance=plan.options.min_relevance, cosines=cosines,
+            min_relevance=plan.options.min_relevance, cosines=cosines, names=self._names(plan, unnamed),
         )  # fmt: skip
         top = []
         for hit in ranked[:k]:
@@ -202,12 +207,36 @@ class RecallReader:
 
     def _query_vector(self, vector: np.ndarray) -> np.ndarray:
         """The query vector as one float32 row, or InvalidRequest."""
+        return self._query_vectors(vector)[0]
+
+    def _query_vectors(self, vector: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
+        """The query's row and, when sent, the rows of the query without its names and of
+        its names alone: one or three rows of ``dim`` floats (or as many floats in one row),
+        finite, or InvalidRequest."""
         vec = np.asarray(vector, dtype=np.float32)
-        if vec.ndim == 2 and vec.shape[0] == 1:
-            vec = vec[0]
-        if vec.shape != (self.dim,) or not np.all(np.isfinite(vec)):
-            raise InvalidRequest("vector", f"must be a finite vector of dimension {self.dim}")
-        return vec
+        if vec.ndim == 1 and vec.shape[0] == 3 * self.dim:
+            vec = vec.reshape(3, self.dim)
+        rows = vec[None, :] if vec.ndim == 1 else vec
+        if rows.ndim != 2 or rows.shape[0] not in (1, 3) or rows.shape[1] != self.dim or not np.all(np.isfinite(rows)):
+            raise InvalidRequest("vector", f"must be one or three finite vectors of dimension {self.dim}")
+        return rows[0], (rows[1:] if rows.shape[0] == 3 else None)
+
+    def _names(self, plan: SearchPlan, names: np.ndarray | None) -> NameCheck | None:
+        """The check of memories that share only a name with the query, when the query
+        names one, asks something besides, and its rows without and of its names were sent."""
+        q = plan.query
+        if names is None or q is None or not q.names or not q.asked:
+            return None
+        vectors = self.structure.vectors
+
+        def cosines(ids: Sequence[str]) -> np.ndarray:
+            out = np.zeros((2, len(ids)))
+            for row in (0, 1):
+                found = vectors.scores(names[row], ids)
+                out[row] = [found.get(i, 0.0) for i in ids]
+            return out
+
+        return NameCheck(q.names, q.asked, cosines, self.structure.keywords.holds)
 
     def _timed(self, plan: SearchPlan) -> list[str]:
         """Memories inside the times the query names, when those times hold few enough

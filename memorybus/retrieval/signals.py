@@ -3,7 +3,8 @@
 :class:`Signals` is the record the ranking stages of
 :mod:`memorybus.retrieval.ranking` fill in, in order: raw evidence (cosine,
 BM25), relevance on the 0..1 scale (dense, keyword, content, context,
-relevance), structure (thread, speaker, time, graph, answer, named), and finally the score.
+relevance), structure (thread, speaker, time, graph, answer, named), and finally the score;
+``unnamed`` records the evidence of a memory that matches only on a name the query names.
 Every array is aligned with ``ids``. Pure numpy, no I/O.
 """
 
@@ -17,7 +18,7 @@ from memorybus.config import RankingWeights
 
 #: the signals a hit reports (``RecallHit.signals``), in order
 REPORTED = ("cosine", "bm25", "dense", "keyword", "content", "context", "thread", "speaker", "time", "graph",
-            "answer", "named")  # fmt: skip
+            "answer", "named", "unnamed")  # fmt: skip
 
 
 def either(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -82,6 +83,9 @@ class Signals:
     #: 1 when the query asks *which X* and the memory names a specific thing (a quoted
     #: title, a capitalised word few memories hold)
     named: np.ndarray = field(default_factory=_zeros)
+    #: for a memory that matches the query only on a name it names: its cosine with the query
+    #: embedded without its names (0 for the others)
+    unnamed: np.ndarray = field(default_factory=_zeros)
     #: how much the memory says: its distinct keyword terms ``n`` as ``n / (n + pivot)`` (a
     #: prior of the rerank, like recency: not reported)
     length: np.ndarray = field(default_factory=_zeros)
@@ -92,8 +96,7 @@ class Signals:
     def of(cls, ids: list[str], cosine: np.ndarray, bm25: np.ndarray) -> Signals:
         n = len(ids)
         z = np.zeros(n)
-        return cls(ids, cosine, bm25, z.copy(), z.copy(), z.copy(), z.copy(), z.copy(), z.copy(), z.copy(),
-                   z.copy(), z.copy(), z.copy(), z.copy(), z.copy(), z.copy())  # fmt: skip
+        return cls(ids, cosine, bm25, *(z.copy() for _ in range(14)))
 
     def __len__(self) -> int:
         return len(self.ids)

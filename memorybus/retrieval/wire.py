@@ -70,7 +70,8 @@ class RecallRequest:
     statuses: Sequence[MemoryStatus] | None
     query: str | None
     options: RecallOptions | None
-    #: the query vector as float32 bytes, or None when it travels beside the request
+    #: the query's vector rows as float32 bytes (the rows of
+    #: :func:`~memorybus.retrieval.query.query_texts`), or None when they travel beside the request
     vector: bytes | None = None
 
 

@@ -9,6 +9,7 @@ import pytest
 
 from memorybus import Context, ManualClock, MemoryNode
 from memorybus.retrieval import RecallOptions
+from memorybus.retrieval.query import query_texts
 from memorybus.shard import Shard
 from memorybus.storage.sqlite import SqliteStore
 from memorybus.storage.vectors import EdgeVectorIndex
@@ -97,7 +98,7 @@ def everyday(tmp_path_factory, embedder):
 
 def recall(shard, embedder, ctx, query, **opts):
     options = RecallOptions(touch=False, **opts)
-    return shard.search(ctx, embedder.encode([query])[0], 5, query=query, options=options)
+    return shard.search(ctx, embedder.encode(query_texts(query)), 5, query=query, options=options)  # as recall embeds it
 
 
 @pytest.mark.parametrize("case", range(len(CASES)), ids=[q for _, q in CASES])
