@@ -27,6 +27,7 @@ from memorybus.pubsub.ports import KeyValue
 from memorybus.pubsub.routing import partition_of
 from memorybus.scopes import Context, Level, Router
 from memorybus.storage.kv import RedisKV, SqliteKV
+from memorybus.storage.redis_client import RedisTLS
 
 
 def _kv(config: Config, partition: int) -> KeyValue:
@@ -35,7 +36,8 @@ def _kv(config: Config, partition: int) -> KeyValue:
     if config.backend == "redis":
         if config.redis_url is None:  # Config refuses this; kept for the type checker
             raise ConfigError("redis_url", "is required when backend='redis'")
-        return RedisKV(config.redis_url, f"mb:{{{config.namespace}:bus-{partition}}}:kv")
+        return RedisKV(config.redis_url, f"mb:{{{config.namespace}:bus-{partition}}}:kv",
+                       tls=RedisTLS.from_config(config))
     return SqliteKV(os.path.join(os.path.abspath(config.data_dir), f"bus-{partition}", "bus.sqlite"))
 
 
