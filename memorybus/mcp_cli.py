@@ -24,7 +24,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "against the bus's key ring, and again by every shard it reaches; an operator's is refused), or "
         "a token that --tokens FILE maps to an identity "
         '(JSON: {"<token>": {"org": "acme", "user": "alice", "agent": "claude"}}; private to its owner: '
-        "chmod 600, a file others may read is refused).",
+        "chmod 600, a file others may read is refused). --tls-cert/--tls-key serve HTTPS; a plaintext listener "
+        "on an address other than loopback is warned about (put it behind a TLS-terminating proxy).",
     )
     p.add_argument("--transport", choices=["stdio", "http"], default="stdio")
     p.add_argument("--host", default="127.0.0.1", help="HTTP: address to bind (default loopback only)")

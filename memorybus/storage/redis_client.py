@@ -89,10 +89,13 @@ def is_loopback(host: str | None) -> bool:
 def warn_if_plaintext(url: str) -> bool:
     """Log, once per host and process, that ``url`` is plaintext to another machine;
     True when it is (whether or not it was logged this time)."""
-    parts = urlsplit(url)
+    try:
+        parts = urlsplit(url)
+        host = f"{parts.hostname}:{parts.port or 6379}"
+    except ValueError:  # does not parse: open_redis refuses it (and never echoes it)
+        return False
     if parts.scheme != "redis" or is_loopback(parts.hostname):
         return False
-    host = f"{parts.hostname}:{parts.port or 6379}"
     with _warned_lock:
         first = host not in _warned
         _warned.add(host)
@@ -119,14 +122,14 @@ def open_redis(url: str, *, tls: RedisTLS | None = None, socket_timeout: float =
     elif tls:
         raise ConfigError("redis_tls_ca", f"{where}: TLS files are set but the URL is not rediss:// (they would be "
                                           "ignored and the connection would be plaintext)")
-    else:
-        warn_if_plaintext(url)
     if scheme == "unix":
         kwargs.pop("socket_connect_timeout")
     try:
-        return redis.Redis.from_url(url, **kwargs)
+        client = redis.Redis.from_url(url, **kwargs)
     except (ValueError, TypeError):  # its text may quote any part of the URL, password included
         raise ConfigError("redis_url", f"{where}: not a Redis URL redis-py can open") from None
+    warn_if_plaintext(url)
+    return client
 
 
 def describe(exc: BaseException, where: str | None) -> str:

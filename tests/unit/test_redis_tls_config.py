@@ -69,10 +69,12 @@ def test_open_redis_checks_the_files_and_verifies_always(tmp_path):
         ca.chmod(0)
         with pytest.raises(ConfigError, match="not readable"):
             open_redis("rediss://h.example:6380/0", tls=RedisTLS(str(ca)))
-    # a URL redis-py cannot open is not echoed
-    with pytest.raises(ConfigError) as bad:
-        open_redis(f"rediss://u:{SECRET}@h.example:6380/0?socket_timeout=abc")
-    assert SECRET not in str(bad.value)
+    # a URL redis-py cannot open is not echoed, TLS or not
+    for url in (f"rediss://u:{SECRET}@h.example:6380/0?socket_timeout=abc", f"redis://u:{SECRET}/x@10.0.0.1:6380/0",
+                f"redis://memorybus:{SECRET}"):
+        with pytest.raises(ConfigError) as bad:
+            open_redis(url)
+        assert SECRET not in f"{bad.value} {bad.value!r}"
 
 
 def test_plaintext_to_another_host_is_warned_once_per_host(caplog):
