@@ -20,6 +20,7 @@ import sys
 from collections.abc import Iterator
 from typing import Any
 
+from memorybus.cli_tls import add_redis_tls_flags, redis_tls_options
 from memorybus.errors import InvalidRequest
 
 
@@ -44,6 +45,7 @@ def register(sub: Any) -> None:
 def _flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--data-dir", default=".memorybus", help="embedded store directory (default .memorybus)")
     p.add_argument("--redis", help="Redis URL of a shared store (default: $MEMORYBUS_REDIS_URL if set)")
+    add_redis_tls_flags(p)
     p.add_argument("--namespace", default="memorybus")
     p.add_argument("--shards", type=int, default=2, help="the bus's num_shards (Redis; default 2)")
     p.add_argument("--org", action="append", help="only this org (repeatable; default: every org)")
@@ -56,12 +58,15 @@ def _stores(args: argparse.Namespace) -> Iterator[list[tuple[str, Any]]]:
     try:
         url = args.redis or os.environ.get("MEMORYBUS_REDIS_URL")
         if url:
+            from memorybus.config import Config
             from memorybus.storage.redis import RedisStore
+            from memorybus.storage.redis_client import RedisTLS
 
             if args.shards < 1:
                 raise InvalidRequest("--shards", "must be at least 1")
+            tls = RedisTLS.from_config(Config.redis(url, **redis_tls_options(args)))  # checked as connect does
             for i in range(args.shards):
-                opened.append((f"shard-{i}", RedisStore(url, args.namespace, f"shard-{i}")))
+                opened.append((f"shard-{i}", RedisStore(url, args.namespace, f"shard-{i}", tls=tls)))
         else:
             from memorybus.storage.sqlite import SqliteStore
 
@@ -99,7 +104,7 @@ def _bus_key(args: argparse.Namespace) -> bytes | None:
 
     url = args.redis or os.environ.get("MEMORYBUS_REDIS_URL")
     if url:
-        return derived_key(Config.redis(url, namespace=args.namespace), "audit checkpoint")
+        return derived_key(Config.redis(url, namespace=args.namespace, **redis_tls_options(args)), "audit checkpoint")
     if not os.path.exists(os.path.join(args.data_dir, "auth.sqlite")):
         return None
     return derived_key(Config.embedded(args.data_dir, namespace=args.namespace), "audit checkpoint")

@@ -21,6 +21,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from memorybus import env
+from memorybus.cli_tls import add_redis_tls_flags, redis_tls_options
 
 if TYPE_CHECKING:
     from memorybus.client import MemoryBus
@@ -79,6 +80,7 @@ def _store_flags(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("which bus")
     g.add_argument("--data-dir", default=".memorybus", help="embedded store directory (default .memorybus)")
     g.add_argument("--redis", help="Redis URL of a shared store (default: $MEMORYBUS_REDIS_URL if set)")
+    add_redis_tls_flags(g)
     g.add_argument("--namespace", default="memorybus")
     g.add_argument("--shards", type=int, default=2, help="the bus's num_shards (default 2)")
     g.add_argument("--ray-address", help="join this Ray (host:port or auto) instead of starting one")
@@ -116,7 +118,8 @@ def _connect(args: argparse.Namespace) -> MemoryBus:
         "query_encoder": "embedder",  # these commands never recall: no model in this process
         "data_dir": args.data_dir,
     }
-    cfg = memorybus.Config.redis(redis_url, **common) if redis_url else memorybus.Config(**common)
+    cfg = (memorybus.Config.redis(redis_url, **common, **redis_tls_options(args)) if redis_url
+           else memorybus.Config(**common))
     if not redis_url and not os.path.isdir(cfg.data_dir) and args.func is not cmd_import:
         raise memorybus.ConfigError("--data-dir", f"{cfg.data_dir} does not exist (no bus stored there)")
     with progress():

@@ -47,6 +47,14 @@ class Config:
     #: user may not run CONFIG): without it an acknowledged write can be lost in a
     #: crash. False accepts any server (tests, caches you can lose).
     redis_require_fsync: bool = True
+    #: TLS for a ``rediss://`` URL (PEM files, on every node at the same path): the CA
+    #: that signed the server's certificate (None: the system's trust store), and for
+    #: mutual TLS (``tls-auth-clients yes``) this client's certificate and key, both or
+    #: neither. The server's certificate and host name are always verified. Paths only,
+    #: no secret: the key file itself stays on disk. Set with a ``redis://`` URL: ConfigError.
+    redis_tls_ca: str | None = None
+    redis_tls_cert: str | None = None
+    redis_tls_key: str | None = None
     vector_backend: Literal["edge", "qdrant"] = "edge"
     qdrant_url: str | None = None
     namespace: str = "memorybus"
@@ -140,6 +148,7 @@ class Config:
             raise ConfigError("redis_url", "is required when backend='redis'")
         if self.redis_url is not None:
             check_redis_url(self.redis_url)
+        self._check_redis_tls()
         if not isinstance(self.redis_require_fsync, bool):
             raise ConfigError("redis_require_fsync", "must be True or False")
         if self.vector_backend not in ("edge", "qdrant"):
@@ -172,6 +181,24 @@ class Config:
             raise ConfigError("auth", "must be 'credentials' or 'trusted'")
         if self.max_tags < 0 or self.max_structured_bytes < 1:
             raise ConfigError("limits", "max_tags must be >= 0 and max_structured_bytes >= 1")
+
+    def _check_redis_tls(self) -> None:
+        names = ("redis_tls_ca", "redis_tls_cert", "redis_tls_key")
+        for name in names:
+            value = getattr(self, name)
+            if value is None:
+                continue
+            if not isinstance(value, str | os.PathLike) or not os.fspath(value):
+                raise ConfigError(name, "must be the path of a PEM file, or None")
+            # resolved here (the driver), like data_dir: every node reads the same path
+            object.__setattr__(self, name, os.path.abspath(os.path.expanduser(os.fspath(value))))
+        if (self.redis_tls_cert is None) != (self.redis_tls_key is None):
+            raise ConfigError("redis_tls_cert", "a client certificate needs its key (redis_tls_key) and a key its "
+                                                "certificate: set both for mutual TLS, or neither")
+        scheme = (self.redis_url or "").partition("://")[0].lower()
+        if any(getattr(self, n) for n in names) and scheme != "rediss":
+            raise ConfigError("redis_tls_ca", f"TLS files are set but redis_url is {redact_url(self.redis_url)!r}, "
+                                              "not rediss://: they would be ignored and the connection plaintext")
 
     @classmethod
     def embedded(cls, data_dir: str | os.PathLike[str] = ".memorybus", **kw: Any) -> Config:

@@ -27,8 +27,11 @@ def open_store(config: Config, shard: str) -> Store:
 
         if config.redis_url is None:
             raise ConfigError("redis_url", "is required with backend 'redis'")
+        from memorybus.storage.redis_client import RedisTLS
+
         return RedisStore(config.redis_url, config.namespace, shard, socket_timeout=config.store_timeout,
-                          op_retention=config.op_retention_seconds, require_fsync=config.redis_require_fsync)
+                          op_retention=config.op_retention_seconds, require_fsync=config.redis_require_fsync,
+                          tls=RedisTLS.from_config(config))
     from memorybus.storage.sqlite import SqliteStore
 
     path = sqlite_path(config, shard)

@@ -11,10 +11,13 @@ import contextlib
 import os
 import sqlite3
 import threading
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from memorybus.errors import StoreUnavailable
 from memorybus.storage.sqlite import fetch_all
+
+if TYPE_CHECKING:
+    from memorybus.storage.redis_client import RedisTLS
 
 
 class SqliteKV:
@@ -72,20 +75,23 @@ class SqliteKV:
 class RedisKV:
     """The state in one Redis hash named ``prefix`` (one HSET per write: atomic)."""
 
-    def __init__(self, url: str, prefix: str) -> None:
+    def __init__(self, url: str, prefix: str, *, tls: RedisTLS | None = None) -> None:
+        """ConfigError when the URL does not parse or a TLS file is missing;
+        StoreUnavailable when the server cannot be reached, refuses the credentials or
+        the TLS handshake (messages name the URL without its password)."""
         import redis  # here, not at import: embedded use needs no redis
+
+        from memorybus.config.urls import redact_url
+        from memorybus.storage.redis_client import describe, open_redis
 
         self.prefix = prefix
         self._errors: type[Exception] = redis.exceptions.RedisError
-        from memorybus.config.urls import redact_url
-
+        self._r = open_redis(url, tls=tls, socket_timeout=5.0)
         try:
-            self._r = redis.Redis.from_url(url, socket_timeout=5.0, socket_connect_timeout=5.0)
             self._r.ping()
-        except ValueError:  # its text may quote any part of the URL, password included
-            raise StoreUnavailable("redis", f"{redact_url(url)}: not a Redis URL redis-py can open") from None
         except self._errors as exc:
-            raise StoreUnavailable("redis", f"{redact_url(url)}: {type(exc).__name__}: {exc}") from None
+            self._r.close()
+            raise StoreUnavailable("redis", describe(exc, redact_url(url))) from None
 
     def _do(self, fn: Any, *args: Any) -> Any:
         try:

@@ -27,6 +27,7 @@ from memorybus.errors import ConfigError, MemoryNotFound, StoreUnavailable, Vers
 from memorybus.model import MemoryNode
 from memorybus.storage.base import DEFAULT_OP_RETENTION, AlreadyApplied, OpRecord, WriteBatch
 from memorybus.storage.redis_audit import RedisAudit
+from memorybus.storage.redis_client import RedisTLS, describe, open_redis
 from memorybus.storage.redis_durability import check_durable
 from memorybus.storage.redis_keys import RedisKeys
 from memorybus.storage.redis_scrub import RedisErasure
@@ -166,7 +167,8 @@ class RedisStore(RedisAudit, RedisErasure):
     """Records of one shard in Redis, under the shard's own key prefix.
 
     Opening raises StoreUnavailable when the server cannot be reached or refuses
-    the credentials, and ConfigError when the URL does not parse or (with
+    the credentials or (``rediss://``, :mod:`memorybus.storage.redis_client`) the TLS
+    handshake, and ConfigError when the URL does not parse, a TLS file is missing, or (with
     ``require_fsync``) the server does not fsync every write; neither names the
     password."""
 
@@ -182,18 +184,14 @@ class RedisStore(RedisAudit, RedisErasure):
         client: redis.Redis | None = None,
         op_retention: float = DEFAULT_OP_RETENTION,
         require_fsync: bool = True,
+        tls: RedisTLS | None = None,
     ) -> None:
         self.keys = RedisKeys(namespace, shard)
         #: org -> (seq, hash) of its audit chain's last entry, as this store last wrote or read it
         self._heads: dict[str, tuple[int, str]] = {}
         self._retention_ms = str(max(1, int(op_retention * 1000)))
         where = redact_url(url)
-        try:
-            self._r = client or redis.Redis.from_url(
-                url, socket_timeout=socket_timeout, socket_connect_timeout=socket_timeout
-            )
-        except ValueError:  # its text may quote any part of the URL
-            raise ConfigError("redis_url", f"{where}: not a Redis URL redis-py can open") from None
+        self._r = client or open_redis(url, tls=tls, socket_timeout=socket_timeout)
         try:
             self._commit = self._r.register_script(_COMMIT)
             self._touch = self._r.register_script(_TOUCH)
@@ -202,7 +200,7 @@ class RedisStore(RedisAudit, RedisErasure):
             self.durability = check_durable(self._r, str(where)) if require_fsync else "unchecked"
         except rexc.RedisError as exc:
             self._r.close()
-            raise StoreUnavailable("redis", f"{where}: {type(exc).__name__}: {exc}") from None
+            raise StoreUnavailable("redis", describe(exc, where)) from None
         except ConfigError:
             self._r.close()
             raise

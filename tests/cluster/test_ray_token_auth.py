@@ -1,7 +1,9 @@
 """Ray started the way cluster.yaml starts it (``RAY_AUTH_MODE=token`` with
-``RAY_AUTH_TOKEN_PATH``, the token made by deploy/secrets.sh) admits only callers
-that hold the token: a driver with it runs a task; a driver without it, and GCS
-clients without it or with another token, are refused.
+``RAY_AUTH_TOKEN_PATH``, the token made by deploy/secrets.sh; ``RAY_USE_TLS=1`` with the
+node certificate deploy/tls.sh makes) admits only callers that hold the token and a
+certificate from the cluster's CA: a driver with both runs a task; a driver without
+the token, GCS clients without it or with another token, without TLS, or with a
+certificate from another CA, are refused.
 
 A private head (``ray start --head --block`` in its own session, its own port,
 temp dir and HOME, so no ``~/.ray/auth_token`` is involved), stopped by pid.
@@ -23,7 +25,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import free_port
-from tests.unit.test_cluster_security import TOKEN, env_of
+from tests.unit.test_cluster_security import TLS_DIR, TLS_ENV, TOKEN, env_of
 from tests.unit.test_cluster_yaml import CLUSTER_YAML, load_raw, prepared, ray_head_start
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(150)]
@@ -54,30 +56,38 @@ def head() -> Iterator[tuple[str, dict[str, str], Path]]:
     root = Path(tempfile.mkdtemp(prefix="mbtok", dir="/tmp"))  # short: Ray's socket paths
     home = root / "home"
     home.mkdir()
-    base = {k: v for k, v in os.environ.items() if not k.startswith("RAY_AUTH")}
+    base = {k: v for k, v in os.environ.items() if not k.startswith(("RAY_AUTH", "RAY_USE_TLS", "RAY_TLS"))}
     base.update(HOME=str(home), RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S="0", RAY_USAGE_STATS_ENABLED="0")
-    made = subprocess.run(["bash", str(CLUSTER_YAML.parent / "deploy" / "secrets.sh")], capture_output=True,
-                          text=True, timeout=30, check=False, env={**base, "MEMORYBUS_SECRETS_DIR": str(root / "s")})
-    assert made.returncode == 0, made.stderr
+    deploy = CLUSTER_YAML.parent / "deploy"
+    for script, args, env in (("secrets.sh", [], {"MEMORYBUS_SECRETS_DIR": str(root / "s")}),
+                              ("tls.sh", ["ca"], {"MEMORYBUS_TLS_DIR": str(root / "tls")}),
+                              ("tls.sh", ["node"], {"MEMORYBUS_TLS_DIR": str(root / "tls")}),
+                              ("tls.sh", ["ca"], {"MEMORYBUS_TLS_DIR": str(root / "other")}),
+                              ("tls.sh", ["node"], {"MEMORYBUS_TLS_DIR": str(root / "other")})):
+        made = subprocess.run(["bash", str(deploy / script), *args], capture_output=True, text=True, timeout=30,
+                              check=False, env={**base, **env})
+        assert made.returncode == 0, made.stderr
     token = root / "s" / "ray_auth_token"
-    # the head's token settings exactly as cluster.yaml's `ray start --head` sets them
+    # the head's settings exactly as cluster.yaml's `ray start --head` sets them, the
+    # node's paths moved into this test's directory
     yaml_env = env_of(ray_head_start(prepared(load_raw())))
-    assert yaml_env == {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN_PATH": TOKEN}
+    assert yaml_env == {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN_PATH": TOKEN, **TLS_ENV}
+    node_env = {k: v.replace(TLS_DIR, str(root / "tls")) for k, v in yaml_env.items()}
+    node_env["RAY_AUTH_TOKEN_PATH"] = str(token)
     port = free_port()
     proc = subprocess.Popen(
         ["ray", "start", "--head", "--block", f"--temp-dir={root}/t", f"--port={port}", "--num-cpus=1",
          "--include-dashboard=false", "--disable-usage-stats"],
-        env={**base, **yaml_env, "RAY_AUTH_TOKEN_PATH": str(token)},
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+        env={**base, **node_env}, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
     )
     try:
         deadline = time.time() + 60
-        while probe(GCS_PROBE, f"127.0.0.1:{port}", {**base, **yaml_env, "RAY_AUTH_TOKEN_PATH": str(token)}) != (
-            "ADMITTED"
-        ):
+        while probe(GCS_PROBE, f"127.0.0.1:{port}", {**base, **node_env}) != "ADMITTED":
             assert proc.poll() is None and time.time() < deadline, "the Ray head did not start"
             time.sleep(0.5)
-        yield f"127.0.0.1:{port}", base, token
+        # callers below get TLS (what ~/.memorybus.env gives a node's processes) unless a test drops it
+        yield f"127.0.0.1:{port}", {**base, **{k: v for k, v in node_env.items() if k.startswith("RAY_")
+                                              and not k.startswith("RAY_AUTH")}}, token
     finally:
         os.killpg(proc.pid, signal.SIGTERM)
         try:
@@ -118,3 +128,21 @@ def test_callers_without_the_token_are_refused(head, tmp_path):
     # a whole driver without the token: ray.init fails (after about 20 s), no task runs
     answer = probe(DRIVER, address, base)
     assert answer.startswith("REFUSED ConnectionError"), answer
+
+
+def test_callers_with_the_token_but_without_the_clusters_tls_are_refused(head):
+    address, base, token = head
+    with_token = {**base, "RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN_PATH": str(token)}
+    plaintext = {k: v for k, v in with_token.items() if not k.startswith(("RAY_USE_TLS", "RAY_TLS"))}
+    other_dir = str(token.parent.parent / "other")  # a CA and node certificate made by another tls.sh ca
+    other_ca = {**with_token, **{k: v.replace(str(Path(base["RAY_TLS_CA_CERT"]).parent), other_dir)
+                                 for k, v in base.items() if k.startswith("RAY_TLS")}}
+    assert other_ca["RAY_TLS_CA_CERT"].startswith(other_dir)
+    for env in (plaintext, other_ca):
+        # a failed handshake looks like a GCS that is not up: the client gives up after 5 s
+        # (not 60) and ends its process ("Failed to connect to GCS"); it is never admitted
+        done = subprocess.run([sys.executable, "-c", GCS_PROBE, address], capture_output=True, text=True, timeout=90,
+                              check=False, env={**env, "RAY_gcs_rpc_server_reconnect_timeout_s": "5"})
+        assert "ADMITTED" not in done.stdout, done.stdout
+        assert "REFUSED" in done.stdout or "Failed to connect to GCS" in done.stderr, done.stderr[-2000:]
+        assert token.read_text() not in done.stdout + done.stderr

@@ -1,6 +1,6 @@
 """cluster.yaml and deploy/ deploy memorybus with its secrets kept out of the repository:
-Ray with token authentication on every node, Redis with ACL users (the default user
-off) and appendfsync always.
+Ray with token authentication and mutual TLS on every node, Redis with ACL users (the
+default user off) and appendfsync always.
 
 The YAML is checked with Ray's own ``prepare_config`` (see test_cluster_yaml.py);
 ``deploy/redis.sh configure`` and ``deploy/secrets.sh`` are run for real (bash, no
@@ -25,6 +25,9 @@ from tests.unit.test_cluster_yaml import CLUSTER_YAML, index_of, load_raw, prepa
 
 DEPLOY = CLUSTER_YAML.parent / "deploy"
 TOKEN = "/home/ray/.memorybus/ray_auth_token"
+TLS_DIR = "/home/ray/.memorybus/tls"
+TLS_ENV = {"RAY_USE_TLS": "1", "RAY_TLS_SERVER_CERT": f"{TLS_DIR}/node.pem",
+           "RAY_TLS_SERVER_KEY": f"{TLS_DIR}/node.key", "RAY_TLS_CA_CERT": f"{TLS_DIR}/ca.pem"}
 
 
 @pytest.fixture(scope="module")
@@ -75,7 +78,7 @@ def test_every_ray_start_uses_token_auth_with_the_mounted_token(raw: dict[str, A
     assert {"head", "worker"} <= set(lists)
     for where, commands in lists.items():
         start = index_of(commands, "ray start")
-        assert env_of(commands[start]) == {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN_PATH": TOKEN}, where
+        assert env_of(commands[start]) == {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN_PATH": TOKEN, **TLS_ENV}, where
         # no node starts Ray without the token (a head would run open, a worker could not join)
         guard = index_of(commands, f"test -s {TOKEN}", "exit 1")
         assert guard < start, where
@@ -98,6 +101,123 @@ def test_the_replica_node_starts_ray_the_same_way(raw: dict[str, Any]) -> None:
     replica = raw["available_node_types"]["redis_replica"]
     assert "worker_start_ray_commands" not in replica
     assert "RAY_AUTH_TOKEN_PATH" not in " ".join(replica["worker_setup_commands"])
+    # ... and it makes its own TLS certificate, which the common setup would have made
+    assert index_of(replica["worker_setup_commands"], "tls.sh node") >= 0
+
+
+# ---------------------------------------------------------------- Ray: mutual TLS
+
+
+def test_every_ray_start_uses_tls_with_a_certificate_made_on_its_node(raw: dict[str, Any],
+                                                                      cfg: dict[str, Any]) -> None:
+    # the CA comes from the operator's machine; no node certificate or key is mounted
+    assert raw["file_mounts"][f"{TLS_DIR}/ca.pem"] == "~/.memorybus/tls/ca.pem"
+    assert raw["file_mounts"][f"{TLS_DIR}/ca.key"] == "~/.memorybus/tls/ca.key"
+    assert not any("node.pem" in k or "node.key" in k for k in raw["file_mounts"])
+    setups = {"head": cfg["head_setup_commands"], "worker": cfg["worker_setup_commands"]}
+    setups["redis_replica"] = raw["available_node_types"]["redis_replica"]["worker_setup_commands"]
+    for where, commands in setups.items():
+        made = index_of(commands, "tls.sh node")
+        assert f"MEMORYBUS_TLS_DIR={TLS_DIR} " in commands[made], where
+    for where, commands in ray_start_commands(cfg).items():
+        start = index_of(commands, "ray start")
+        env = env_of(commands[start])
+        assert {k: env.get(k) for k in TLS_ENV} == TLS_ENV, where
+        # no node starts Ray without its certificate (it would run plaintext, or not join)
+        guard = index_of(commands, f"test -s {TLS_DIR}/node.pem", "exit 1")
+        assert f"test -s {TLS_DIR}/node.key" in commands[guard] and f"test -s {TLS_DIR}/ca.pem" in commands[guard]
+        assert guard < start, where
+        assert "RAY_USE_TLS=0" not in " ".join(commands), where
+
+
+def test_every_process_on_a_node_gets_the_tls_settings(cfg: dict[str, Any]) -> None:
+    for key in ("head_setup_commands", "worker_setup_commands"):
+        commands = cfg[key]
+        env_file = commands[index_of(commands, "> ~/.memorybus.env")]
+        for name, value in TLS_ENV.items():
+            assert f"'export {name}={value}'" in env_file, (key, name)
+        # the certificate is made after the environment file and before anything starts Ray
+        assert index_of(commands, "> ~/.memorybus.env") < index_of(commands, "tls.sh node")
+
+
+def tls(tmp_path: Path, *args: str, ips: str = "10.1.2.3") -> subprocess.CompletedProcess[str]:
+    env = {"MEMORYBUS_TLS_DIR": str(tmp_path / "tls"), "MEMORYBUS_TLS_IPS": ips}
+    return run(["bash", str(DEPLOY / "tls.sh"), *args], env)
+
+
+def test_tls_script_makes_a_private_ca_and_keeps_it(tmp_path: Path) -> None:
+    done = tls(tmp_path, "ca")
+    assert done.returncode == 0, done.stderr
+    d = tmp_path / "tls"
+    assert stat.S_IMODE(d.stat().st_mode) == 0o700 and stat.S_IMODE((d / "ca.key").stat().st_mode) == 0o600
+    first = (d / "ca.pem").read_bytes(), (d / "ca.key").read_bytes()
+    assert b"BEGIN CERTIFICATE" in first[0] and b"PRIVATE KEY" in first[1]
+    assert tls(tmp_path, "ca").returncode == 0  # a redeploy keeps the CA (nodes still trust each other)
+    assert ((d / "ca.pem").read_bytes(), (d / "ca.key").read_bytes()) == first
+    assert tls(tmp_path, "ca", "--rotate").returncode == 0
+    assert (d / "ca.key").read_bytes() != first[1]
+    assert tls(tmp_path, "bogus").returncode == 2 and tls(tmp_path, "node", "extra").returncode == 2
+
+
+def test_a_node_certificate_names_the_node_and_is_accepted_only_by_its_ca(tmp_path: Path) -> None:
+    import ipaddress
+    import socket
+    import ssl
+    import threading
+
+    from cryptography import x509
+
+    missing = tls(tmp_path, "node")
+    assert missing.returncode == 1 and "tls.sh ca" in missing.stderr  # no CA: refused, nothing made
+    assert not (tmp_path / "tls" / "node.pem").exists()
+    assert tls(tmp_path, "ca").returncode == 0
+    done = tls(tmp_path, "node", ips="10.1.2.3 fe80::1")
+    assert done.returncode == 0, done.stderr
+    d = tmp_path / "tls"
+    assert stat.S_IMODE((d / "node.key").stat().st_mode) == 0o600
+    assert sorted(p.name for p in d.iterdir()) == ["ca.key", "ca.pem", "node.key", "node.pem"]  # no leftovers
+    cert = x509.load_pem_x509_certificate((d / "node.pem").read_bytes())
+    san = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    assert set(san.get_values_for_type(x509.IPAddress)) == {ipaddress.ip_address("127.0.0.1"),
+                                                            ipaddress.ip_address("10.1.2.3")}
+    assert "localhost" in san.get_values_for_type(x509.DNSName)
+    # mutual TLS as Ray's gRPC does it: both sides present the node certificate and
+    # verify the other's against the CA, host name included
+    server_ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH, cafile=str(d / "ca.pem"))
+    server_ctx.load_cert_chain(d / "node.pem", d / "node.key")
+    server_ctx.verify_mode = ssl.CERT_REQUIRED
+    listener = socket.create_server(("127.0.0.1", 0))
+    port = listener.getsockname()[1]
+    served: list[str] = []
+
+    def serve() -> None:
+        for _ in range(2):
+            conn, _ = listener.accept()
+            try:
+                with server_ctx.wrap_socket(conn, server_side=True) as tls_conn:
+                    served.append(tls_conn.recv(5).decode())
+            except (ssl.SSLError, OSError):
+                served.append("refused")
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    client_ctx = ssl.create_default_context(cafile=str(d / "ca.pem"))
+    client_ctx.load_cert_chain(d / "node.pem", d / "node.key")
+    with socket.create_connection(("127.0.0.1", port)) as raw, \
+            client_ctx.wrap_socket(raw, server_hostname="127.0.0.1") as conn:
+        conn.sendall(b"hello")
+    # a client without a certificate from this CA is refused by the server
+    stranger = ssl.create_default_context(cafile=str(d / "ca.pem"))
+    with socket.create_connection(("127.0.0.1", port)) as raw:
+        try:
+            with stranger.wrap_socket(raw, server_hostname="127.0.0.1") as conn:
+                conn.sendall(b"hello")
+                conn.recv(1)
+        except (ssl.SSLError, OSError):
+            pass
+    thread.join(timeout=10)
+    listener.close()
+    assert served == ["hello", "refused"]
 
 
 # ---------------------------------------------------------------- no secret in the repository
