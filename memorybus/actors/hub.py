@@ -10,12 +10,14 @@ from __future__ import annotations
 import asyncio
 import os
 import pickle
+import time
 from typing import Any
 
 import ray
 from ray import cloudpickle
 from ray.exceptions import RayError
 
+from memorybus.actors.gauges import SAMPLE_SECONDS, HubMetrics
 from memorybus.actors.names import hub_actor_name, shard_actor_name
 from memorybus.actors.runtime import pick_one
 from memorybus.auth import gatekeeper_for
@@ -69,6 +71,8 @@ class HubActor:
             replay_page=config.bus.replay_page,
         )
         self._restored = False
+        self._metrics = HubMetrics(config, partition)
+        self._sampler: asyncio.Task[None] | None = None
         # restore the subscriptions as soon as the actor runs (after a restart too), not
         # when some unrelated call arrives: a call to itself, queued behind __init__
         self._self_restore = ray.get_runtime_context().current_actor.ready.remote()
@@ -126,8 +130,15 @@ class HubActor:
             self._restored = True
 
     async def ready(self) -> int:
+        if self._sampler is None:  # the delivery-lag gauges, set on a timer (never on a call's path)
+            self._sampler = asyncio.get_running_loop().create_task(self._sample_loop())
         await self._ensure_restored()
         return self.partition
+
+    async def _sample_loop(self) -> None:
+        while True:
+            self._metrics.sample(list(self.hub.subs.values()), time.time())
+            await asyncio.sleep(SAMPLE_SECONDS)
 
     async def publish(self, auth: str, events: list[Event]) -> None:
         """Events a shard committed (operator only: the shards' own credential)."""
