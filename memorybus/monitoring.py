@@ -40,6 +40,9 @@ BACKUP_FILE = "backups.json"
 SHARD_WRITES = "memorybus_shard_writes"
 SHARD_MEMORIES = "memorybus_shard_memories"
 SHARD_STARTS = "memorybus_shard_starts"
+SHARD_RECALL_SECONDS = "memorybus_shard_recall_seconds"
+#: its buckets (seconds): a shard's part of a recall takes about a millisecond here
+RECALL_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
 STORE_ERRORS = "memorybus_store_errors"
 REDIS_USED_MEMORY = "memorybus_redis_used_memory_bytes"
 REDIS_MAXMEMORY = "memorybus_redis_maxmemory_bytes"

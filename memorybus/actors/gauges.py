@@ -8,7 +8,8 @@ default), so every gauge here is set again every :data:`SAMPLE_SECONDS` by a
 timer, whether or not anything changed; counters are kept by the agent after
 their process died (so a restarted shard's series add up per node).
 
-Nothing here runs on a call's path except a counter increment: Redis ``INFO`` and
+Nothing here runs on a call's path but a counter increment or a histogram
+observation (in-process aggregation): Redis ``INFO`` and
 the backup marks are read every :data:`SLOW_SAMPLE_SECONDS` by the timer. A sample
 that fails is counted as a store error (``op="sample"``) and the timer goes on.
 """
@@ -47,6 +48,8 @@ class ShardMetrics:
                                       tag_keys=(*keys, "restart"))  # fmt: skip
         self.errors = metrics.Counter(mon.STORE_ERRORS, "StoreUnavailable raised by the shard's store",
                                       tag_keys=(*keys, "op"))  # fmt: skip
+        self.recall = metrics.Histogram(mon.SHARD_RECALL_SECONDS, "a shard's part of a recall (seconds)",
+                                        boundaries=list(mon.RECALL_BUCKETS), tag_keys=keys)  # fmt: skip
         ns = ("namespace",)
         self.redis_used = metrics.Gauge(mon.REDIS_USED_MEMORY, "Redis INFO used_memory", tag_keys=ns)
         self.redis_max = metrics.Gauge(mon.REDIS_MAXMEMORY, "Redis INFO maxmemory (0: none)", tag_keys=ns)
@@ -59,6 +62,9 @@ class ShardMetrics:
 
     def wrote(self, events: int) -> None:
         self.writes.inc(events, tags=self.tags)
+
+    def recalled(self, seconds: float) -> None:
+        self.recall.observe(seconds, tags=self.tags)
 
     @contextlib.contextmanager
     def counting(self, op: str) -> Iterator[None]:

@@ -283,9 +283,12 @@ class ShardActor(OperatorCalls):
         if connection is not None and not self._gate.trusted and req.context.credential != connection:
             raise NotAuthorized("recall", "the request carries another credential than its connection's")
         vec = query_vector(req, vector)
-        return pack_hits(self._read(lambda shard: shard.search(
+        started = time.perf_counter()
+        hits = self._read(lambda shard: shard.search(
             context, vec, req.k, kinds=req.kinds, statuses=req.statuses, query=req.query, options=req.options
-        )))
+        ))
+        self._metrics.recalled(time.perf_counter() - started)
+        return pack_hits(hits)
 
     def _channel_peer(self, credential: str) -> None:
         """The direct channel's hello: a valid credential (any), else NotAuthenticated."""
