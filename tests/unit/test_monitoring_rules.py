@@ -50,8 +50,8 @@ def exported_names(package: Path) -> set[str]:
     for path in package.rglob("*.py"):
         text = path.read_text()
         kinds = _KIND.findall(text)
-        for ctor, arg in _CTOR.findall(text):
-            arg = arg.strip()
+        for ctor, raw in _CTOR.findall(text):
+            arg = raw.strip()
             if arg.startswith('f"') and "{self.kind}" in arg:
                 registered = [arg[2:-1].replace("{self.kind}", k) for k in kinds]
             elif arg.startswith('"'):
