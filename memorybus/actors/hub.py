@@ -8,6 +8,7 @@ and pushes batches to subscriber actors.
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import pickle
 import time
@@ -29,6 +30,8 @@ from memorybus.pubsub.ports import KeyValue
 from memorybus.pubsub.routing import partition_of
 from memorybus.scopes import Context, Level, Router
 from memorybus.storage.kv import RedisKV, SqliteKV
+
+log = logging.getLogger(__name__)
 
 
 def _kv(config: Config, partition: int) -> KeyValue:
@@ -137,7 +140,10 @@ class HubActor:
 
     async def _sample_loop(self) -> None:
         while True:
-            self._metrics.sample(list(self.hub.subs.values()), time.time())
+            try:
+                self._metrics.sample(list(self.hub.subs.values()), time.time())
+            except Exception as exc:  # a failed sample never ends the timer (the gauges would vanish)
+                log.warning("hub %d: delivery-lag sample failed: %r", self.partition, exc)
             await asyncio.sleep(SAMPLE_SECONDS)
 
     async def publish(self, auth: str, events: list[Event]) -> None:

@@ -104,3 +104,10 @@ def test_a_mark_that_cannot_be_written_never_fails_the_backup(tmp_path, caplog):
     assert mon.mark_backup(config, "export", 1.0) is False
     assert "could not be recorded" in caplog.text
     assert blocker.read_text() == "a file where the data directory should be"
+
+
+def test_delivery_lag_costs_at_most_lag_scan_events_per_queue():
+    full = Sub(deque([ev(100.0)] * mon.LAG_SCAN + [ev(1.0)] * 10_000))  # a full queue's tail is not read
+    lag = mon.delivery_lag([full], now=150.0)
+    assert lag[mon.DELIVERY_QUEUED] == mon.LAG_SCAN + 10_000
+    assert lag[mon.DELIVERY_OLDEST] == 50.0
