@@ -98,6 +98,21 @@ def node_id() -> str:
     return str(ray.get_runtime_context().get_node_id())
 
 
+def actor_restarts() -> int:
+    """How many times Ray has restarted the current actor (0: its first start, or unknown).
+
+    Asks the GCS what ``RuntimeContext.was_current_actor_reconstructed`` asks, without
+    that property's deprecation warning (it reads the deprecated ``actor_id``)."""
+    try:
+        from ray._private.state import actors
+
+        actor_id = ray.get_runtime_context().get_actor_id()
+        info = actors(actor_id=actor_id) if actor_id else None
+        return int(info.get("NumRestarts", 0)) if info else 0
+    except (ImportError, AttributeError, TypeError, ValueError, ray.exceptions.RayError):  # pragma: no cover
+        return 0
+
+
 def in_ray_worker() -> bool:
     """Whether this process is a Ray task or actor worker (not a driver)."""
     try:  # what RuntimeContext checks itself (its getters warn when called in a driver)

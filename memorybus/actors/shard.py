@@ -62,8 +62,7 @@ class ShardActor(OperatorCalls):
         self._open_lock = threading.Lock()
         self._ingest = Ingest(config)
         collect_less()
-        restarted = ray.get_runtime_context().was_current_actor_reconstructed
-        self._metrics = ShardMetrics(config, name, restarted)
+        self._metrics = ShardMetrics(config, name, restarted=runtime.actor_restarts() > 0)
         self._metrics.start(lambda: self._shard)
         self._start_touch_timer()
         on = config.direct_reads and direct.supported()
