@@ -5,7 +5,8 @@
 #   redis.sh start            start the supervisor (and the backup loop) unless running
 #   redis.sh stop             stop the supervisor and Redis (clean SHUTDOWN: AOF fsync'd)
 #   redis.sh status           PONG when Redis answers
-#   redis.sh backup           one consistent snapshot (BGSAVE) copied into $BACKUP_DIR
+#   redis.sh backup           one consistent snapshot (BGSAVE) copied into $BACKUP_DIR; its time
+#                             goes to the hash memorybus:backups (field redis) for monitoring
 #   redis.sh restore FILE     replace the data with a snapshot (stops and restarts Redis)
 #
 # The supervisor restarts redis-server whenever it exits (crash, OOM kill, kill -9);
@@ -190,6 +191,8 @@ backup() {
   cp "$DIR/dump.rdb" "$out.tmp" && mv "$out.tmp" "$out"
   if [ -n "${MEMORYBUS_BACKUP_S3:-}" ]; then aws s3 cp --only-show-errors "$out" "$MEMORYBUS_BACKUP_S3/"; fi
   ls -1t "$BACKUP_DIR"/dump-*.rdb | tail -n +"$((BACKUP_KEEP + 1))" | xargs -r rm -f
+  # the backup-age metric: every shard reads this hash (memorybus_backup_last_success_timestamp_seconds{kind="redis"})
+  cli hset memorybus:backups redis "$(date -u +%s)" >/dev/null || log "backup $out: could not record its time"
   log "backup $out"
   echo "$out"
 }

@@ -10,10 +10,12 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import time
 from typing import Any
 
 import ray
 
+from memorybus.actors.gauges import SAMPLE_SECONDS, HubMetrics
 from memorybus.actors.names import hub_actor_name, shard_actor_name
 from memorybus.actors.runtime import gone, pick_one, unwrap
 from memorybus.actors.targets import RayTargets
@@ -34,6 +36,8 @@ log = logging.getLogger(__name__)
 
 def _dir(config: Config, partition: int) -> str:
     return os.path.join(os.path.abspath(config.data_dir), f"bus-{partition}")
+
+log = logging.getLogger(__name__)
 
 
 def _kv(config: Config, partition: int) -> KeyValue:
@@ -67,6 +71,8 @@ class HubActor:
         )
         self._restored = False
         self._lock: dirlock.DirLock | None = None
+        self._metrics = HubMetrics(config, partition)
+        self._sampler: asyncio.Task[None] | None = None
         # restore the subscriptions as soon as the actor runs (after a restart too), not
         # when some unrelated call arrives: a call to itself, queued behind __init__
         self._self_restore = ray.get_runtime_context().current_actor.ready.remote()
@@ -141,6 +147,8 @@ class HubActor:
                 log.warning("subscription %r of %s parked: %s", sub.name, sub.context, sub.parked)
 
     async def ready(self) -> int:
+        if self._sampler is None:  # the delivery-lag gauges, set on a timer (never on a call's path)
+            self._sampler = asyncio.get_running_loop().create_task(self._sample_loop())
         await self._ensure_restored()
         return self.partition
 
@@ -149,6 +157,14 @@ class HubActor:
         self._gate.operator(auth, "parked")
         await self._ensure_restored()
         return [f"{s.name!r} of {s.context} ({s.parked})" for s in self.hub.parked()]
+
+    async def _sample_loop(self) -> None:
+        while True:
+            try:
+                self._metrics.sample(list(self.hub.subs.values()), time.time())
+            except Exception as exc:  # a failed sample never ends the timer (the gauges would vanish)
+                log.warning("hub %d: delivery-lag sample failed: %r", self.partition, exc)
+            await asyncio.sleep(SAMPLE_SECONDS)
 
     async def publish(self, auth: str, events: list[Event]) -> None:
         """Events a shard committed (operator only: the shards' own credential)."""

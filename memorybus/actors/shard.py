@@ -14,6 +14,7 @@ import ray
 
 from memorybus.actors import direct, runtime
 from memorybus.actors.collector import collect_less
+from memorybus.actors.gauges import ShardMetrics, actor_restarts
 from memorybus.actors.hub import HubPush
 from memorybus.actors.ingest import Ingest
 from memorybus.actors.shard_admin import OperatorCalls
@@ -63,12 +64,8 @@ class ShardActor(OperatorCalls):
         self._dir_lock: dirlock.DirLock | None = None  # one bus per data directory
         self._ingest = Ingest(config)
         collect_less()
-        from ray.util import metrics
-
-        self._tags = {"namespace": config.namespace, "shard": name}
-        keys = ("namespace", "shard")
-        self._writes = metrics.Counter("memorybus_shard_writes", "committed changes (events)", tag_keys=keys)
-        self._size = metrics.Gauge("memorybus_shard_memories", "memories held by the shard", tag_keys=keys)
+        self._metrics = ShardMetrics(config, name, restarted=actor_restarts() > 0)
+        self._metrics.start(lambda: self._shard)
         self._start_touch_timer()
         on = config.direct_reads and direct.supported()
         self._direct = (direct.ChannelServer(f"{config.namespace}-{name}", self._direct_recall, self._channel_peer)
@@ -82,7 +79,8 @@ class ShardActor(OperatorCalls):
         if shard is None:
             with self._open_lock:
                 if self._shard is None:
-                    self._shard = self._open()
+                    with self._metrics.counting("open"):
+                        self._shard = self._open()
                 shard = self._shard
         return shard
 
@@ -124,13 +122,13 @@ class ShardActor(OperatorCalls):
         """A read: on the reads thread, under the shard's state lock only (never behind
         a write waiting for its store)."""
         shard = self._s()
-        with shard.gate.read():
+        with self._metrics.counting("read"), shard.gate.read():
             return call(shard)
 
     def _write(self, call: Callable[[Shard], T]) -> T:
         """A write: one at a time, letting reads in while its store commit runs."""
         shard = self._s()
-        with shard.gate.write():
+        with self._metrics.counting("write"), shard.gate.write():
             return call(shard)
 
     def _embedded(
@@ -176,9 +174,7 @@ class ShardActor(OperatorCalls):
         threading.Thread(target=tick, name="touch-flush", daemon=True).start()
 
     def _publish(self, events: list[Event]) -> None:
-        self._writes.inc(len(events), tags=self._tags)
-        if self._shard is not None:
-            self._size.set(self._shard.count(), tags=self._tags)
+        self._metrics.wrote(len(events))  # memories: the metrics timer sets that gauge
         self._push(events)
 
     @ray.method(concurrency_group="ingest")
@@ -296,9 +292,12 @@ class ShardActor(OperatorCalls):
         if connection is not None and not self._gate.trusted and req.context.credential != connection:
             raise NotAuthorized("recall", "the request carries another credential than its connection's")
         vec = query_vector(req, vector)
-        return pack_hits(self._read(lambda shard: shard.search(
+        started = time.perf_counter()
+        hits = self._read(lambda shard: shard.search(
             context, vec, req.k, kinds=req.kinds, statuses=req.statuses, query=req.query, options=req.options
-        )))
+        ))
+        self._metrics.recalled(time.perf_counter() - started)
+        return pack_hits(hits)
 
     def _channel_peer(self, credential: str) -> None:
         """The direct channel's hello: a valid credential (any), else NotAuthenticated."""

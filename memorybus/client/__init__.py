@@ -40,6 +40,7 @@ from memorybus.pubsub.routing import partition_of
 from memorybus.scopes import Context, Level, Router
 
 if TYPE_CHECKING:
+    from memorybus.client.exit import ExitHook
     from memorybus.embedding import Embedder
 
 
@@ -67,6 +68,7 @@ class MemoryBus:
         self._closed: str | None = None
         self._owns_actors = False
         self._owns_ray = False
+        self._exit_hook: ExitHook | None = None  # set by connect when it started Ray (client.exit)
         #: the credential every call carries and what it says (None: trusted mode, or
         #: a handle not yet connected); see memorybus.client.identity
         self._credential: str | None = None

@@ -30,6 +30,7 @@ only its unkeyed digest is checked, which anyone who edits the file can recomput
 from __future__ import annotations
 
 import os
+import time
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -40,6 +41,7 @@ from memorybus.client.identity import require_operator
 from memorybus.errors import InvalidRequest, MemoryNotFound
 from memorybus.events import Event
 from memorybus.model import RELATION_FIELDS, MemoryNode
+from memorybus.monitoring import mark_backup
 from memorybus.scopes import Scope, shard_name
 from memorybus.transfer import (
     EventDigests,
@@ -78,7 +80,8 @@ def export(
 ) -> Op[dict[str, int]]:
     """Write every memory whose scope lies within ``within`` (all when None), with the
     event history and fact heads of those scopes, to ``path``, sealed under ``key``
-    when given; returns the counts."""
+    when given; returns the counts. A full export (``within=None``) that finished is
+    recorded as a backup (:func:`memorybus.monitoring.mark_backup`, kind ``export``)."""
     if within is not None and not isinstance(within, Scope):
         raise InvalidRequest("within", "must be a Scope or None")
     auth = require_operator(bus, "export")
@@ -110,10 +113,13 @@ def export(
         for slots in (yield Within([s.export_slots.remote(auth, within) for s in handles], _WAIT)):
             for slot in slots:
                 writer.slot(*slot)
-        return writer.finish()
+        counts = writer.finish()
     except BaseException:
         writer.abort()
         raise
+    if within is None:  # a full export is a backup: its time feeds the backup-age metric
+        mark_backup(bus.config, "export", time.time())
+    return counts
 
 
 # ------------------------------------------------------------------ import

@@ -236,6 +236,9 @@ def release(bus: MemoryBus, reason: str) -> None:
     from memorybus.client.channels import close_all
 
     bus._closed = reason
+    hook, bus._exit_hook = bus._exit_hook, None
+    if hook is not None:
+        hook.remove()
     close_all(bus)
     bus._shards = bus._embedders = bus._hubs = None
     bus._maintenance = {}
@@ -361,5 +364,9 @@ def open_bus(cls: type[MemoryBus], config: Config | None, ray_init_kwargs: dict[
             runtime.shutdown()
         release(bus, "connect failed")
         raise
+    if owns_ray:  # a script's own Ray: SIGTERM and exit close the bus (see client.exit)
+        from memorybus.client.exit import close_at_exit
+
+        bus._exit_hook = close_at_exit(bus)
     log.info("memorybus %r ready in %.1fs", config.namespace, time.monotonic() - started)
     return bus

@@ -18,6 +18,7 @@ import redis
 import yaml
 
 from memorybus import MemoryNode, Scope
+from memorybus.monitoring import RedisBackupMarks
 from memorybus.storage import WriteBatch
 from memorybus.storage.redis import RedisStore
 from tests.conftest import free_port
@@ -115,8 +116,11 @@ def test_head_redis_is_durable_private_supervised_and_restorable(head):
     wait_for_new_server(client, old)
     assert store.get(node.id) is not None and store.get(node.id).content == "kept across a crash"
     # a scheduled-style snapshot, then a write after it, then a restore to the snapshot
+    before = int(time.time())
     snapshot = run("bash ~/memorybus-deploy/redis.sh backup").strip().splitlines()[-1]
     assert Path(snapshot).exists() and Path(snapshot).parent == tmp_path / "volume" / "backups"
+    # its time is where the shards' monitoring timer reads it, as the bus's own ACL user
+    assert before <= RedisBackupMarks(store.client).read()["redis"] <= time.time()
     later = MemoryNode(content="written after the snapshot", scope=Scope("acme"), version=1, created_at=2.0,
                        last_accessed=2.0, valid_from=2.0)
     store.commit(WriteBatch(puts=[later]))

@@ -231,7 +231,9 @@ def test_no_secret_value_is_committed(raw: dict[str, Any], cfg: dict[str, Any]) 
     assert raw["file_mounts"]["/home/ray/.memorybus/redis.password"] == "~/.memorybus/redis.password"
     url = redis_env(cfg)["MEMORYBUS_REDIS_URL"]
     assert url.startswith("redis://memorybus:$(cat /home/ray/.memorybus/redis.password)@")
-    for script in DEPLOY.glob("*"):
+    for script in DEPLOY.rglob("*"):
+        if not script.is_file():
+            continue
         body = script.read_text()
         assert not re.search(r"\b[0-9a-f]{32,}\b", body, re.I), script.name
 

@@ -30,6 +30,14 @@ BROAD = {
     ("actors/direct.py", "_answer"): "a direct read hands whatever the shard's recall raised to its "
     "caller, who raises it as the Ray call would",
     ("storage/vectors.py", "_open"): "qdrant_edge raises plain Exception for every failure",
+    ("actors/gauges.py", "_read_slow"): "a monitoring sample reads Redis INFO or a marks file: whatever "
+    "fails becomes StoreUnavailable, counted as a store error, and the timer goes on",
+    ("actors/hub.py", "_sample_loop"): "a failed delivery-lag sample must never end the timer (the gauges "
+    "would vanish); it is logged",
+    ("monitoring.py", "mark_backup"): "the backup itself succeeded: failing to record its time for "
+    "monitoring is logged and never fails the backup",
+    ("client/exit.py", "at_exit"): "closing at interpreter exit: whatever close raises must not mask "
+    "the exit status",
     ("hooks.py", "call_hook"): "a judge or summariser hook is the caller's code (any error): it becomes "
     "HookFailed naming the hook, before anything is written",
     ("storage/vectors.py", "_call"): "qdrant_edge raises plain Exception for every failure",
