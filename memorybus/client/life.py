@@ -82,7 +82,6 @@ def start(bus: MemoryBus) -> None:
     if running is None:
         _check_not_served(cfg)  # another bus on these files: refused before anything starts
         runtime.check_capacity(cfg)  # an actor no node can hold fails now, not after a wait
-    identity.bootstrap(bus)  # checks passed: the operator key exists before any actor needs it
     started = time.monotonic()
     log.info(
         "%s bus %r: %d shards, %d embedder(s), %d hub actor(s)",
@@ -92,7 +91,8 @@ def start(bus: MemoryBus) -> None:
         cfg.embedder_replicas,
         cfg.bus.partitions,
     )
-    _prepare_stores(cfg)
+    _prepare_stores(cfg)  # (a Redis that does not fsync every write is refused here, before any write)
+    identity.bootstrap(bus)  # checks passed: the operator key exists before any actor needs it
     embedders = [actors.create_embedder(cfg, i) for i in range(cfg.embedder_replicas)]
     shards = [actors.create_shard(cfg, i) for i in range(cfg.num_shards)]
     hubs = [actors.create_hub(cfg, p) for p in range(cfg.bus.partitions)]

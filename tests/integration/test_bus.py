@@ -250,7 +250,7 @@ def test_a_failing_callback_is_retried_recorded_and_surfaced(bus):
     sub = quick.subscribe(ctx, callback=flaky, name="flaky")
     for i in range(4):
         quick.remember(f"step {i}", ctx)
-    _wait(lambda: len(got) >= 4, 60)
+    _wait(lambda: len(got) >= 4)  # the default: a loaded 2-core machine is slow
     assert [e.node.content for e in Inbox().accept(got)] == [f"step {i}" for i in range(4)]
     assert [str(e) for e in sub.errors] == ["transient failure 1", "transient failure 2"]
     assert sub.alive and sub.failed is None
@@ -261,7 +261,7 @@ def test_a_failing_callback_is_retried_recorded_and_surfaced(bus):
 
     dead = quick.subscribe(ctx, callback=broken, name="broken")
     quick.remember("the event the handler cannot take", ctx)
-    _wait(lambda: not dead.alive, 60)
+    _wait(lambda: not dead.alive)
     assert len(dead.errors) == 3 and isinstance(dead.failed, ValueError)
     with pytest.raises(mb.DeliveryFailed) as exc:
         dead.check()

@@ -119,7 +119,8 @@ def test_an_agent_handle_acts_as_its_principal_only(bus):
     mine = alice.remember("alice likes green tea", scope="user")  # no context: the credential's
     assert (mine.scope.org, mine.scope.user) == (o, "alice")
     assert alice.recall("green tea")[0].node.id == mine.id
-    assert alice.recall("what is bob allergic to?", Context(o, "alice", "planner", "s2"))  # narrower: fine
+    narrower = Context(o, "alice", "planner", "s2")  # a session inside the credential: fine
+    assert alice.recall("green tea", narrower)[0].node.id == mine.id
     assert all(h.node.scope.user in ("", "alice") for h in alice.recall("peanuts allergy", k=20))
     for wider in (Context(o, "bob"), Context(o), Context(o, "alice", "other")):
         with pytest.raises(mb.NotAuthorized):
@@ -197,7 +198,7 @@ def test_an_agent_handle_pickles_without_storage_secrets_and_the_operators_does_
 
 
 def test_trusted_mode_keeps_contexts_as_given(ray_local, tmp_path):
-    cfg = Config.embedded(tmp_path, num_shards=1, namespace="trusted_t", auth="trusted")
+    cfg = Config.embedded(tmp_path, num_shards=1, namespace="trusted_t", auth="trusted", embedder_num_cpus=0.25)
     with mb.connect(cfg) as b:
         ctx = Context("acme", "u1", roles={"anything"})
         n = b.remember("trusted mode memory", ctx)

@@ -83,7 +83,7 @@ def test_a_summarizer_named_in_the_config_writes_the_summary(bus):
     cfg = bus.config.with_(consolidation=replace(bus.config.consolidation, summarizer="tests.hooks:tagged_summary"))
     actor = ray.remote(ConsolidationActor).options(num_cpus=0.01).remote(cfg)
     try:
-        status = ray.get(actor.run_once.remote(None, scopes=[ctx.scope.key]), timeout=120)
+        status = ray.get(actor.run_once.remote(None, None, bus._credential, scopes=[ctx.scope.key]), timeout=120)
     finally:
         ray.kill(actor)
     assert status["last_counts"]["consolidated"] == 1
@@ -106,7 +106,7 @@ def test_a_summarizer_that_fails_is_hook_failed_and_applies_nothing(bus, hook):
     actor = ray.remote(ConsolidationActor).options(num_cpus=0.01).remote(cfg)
     try:
         with pytest.raises(mb.HookFailed, match=r"consolidation\.summarizer"):
-            ray.get(actor.run_once.remote(None, scopes=[ctx.scope.key]), timeout=120)
+            ray.get(actor.run_once.remote(None, None, bus._credential, scopes=[ctx.scope.key]), timeout=120)
     finally:
         ray.kill(actor)
     assert bus.recall("why did the production deploy fail?", ctx, k=50, kinds=[MemoryKind.SEMANTIC]) == []
