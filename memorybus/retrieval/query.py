@@ -80,7 +80,10 @@ def without_names(text: str) -> str | None:
     names = _names(text)
     if not names:
         return None
-    if all(t in _asking_terms() or any(t in g for g in name_terms(text)) for t in tokens(text)):
+    # a capitalised word opening the query may be a name too ("Vim or Helix?"): a query of
+    # names, asking words and that word asks about the names
+    opening = {t for m in _NAME.finditer(text) if _OPENS.search(text, 0, m.start()) for t in tokens(m.group(0))}
+    if all(t in _asking_terms() or t in opening or any(t in g for g in name_terms(text)) for t in tokens(text)):
         return None
     parts: list[str] = []
     at = 0

@@ -146,7 +146,8 @@ def describe(exc: BaseException, where: str | None) -> str:
     if "certificate required" in low or "alert certificate" in low or "alert unknown ca" in low:
         return f"{text} (the server requires a client certificate signed by a CA it trusts: set " \
                "Config(redis_tls_cert=..., redis_tls_key=...))"
-    if "wrong version number" in low or "record layer failure" in low or "unexpected eof" in low:
+    if ("wrong version number" in low or "record layer failure" in low or "unexpected eof" in low
+            or "eof occurred in violation of protocol" in low):  # a server that drops a client without a cert
         return f"{text} (TLS handshake failed: is the port a TLS port, and does the server accept this client? " \
                "A server with tls-auth-clients yes needs Config(redis_tls_cert=..., redis_tls_key=...))"
     if "connection reset" in low or "connection closed by server" in low:

@@ -143,9 +143,12 @@ def test_an_agent_handle_acts_as_its_principal_only(bus):
     for call in operator_calls:
         with pytest.raises(mb.NotAuthorized):
             call()
+    own = Context(o, "alice", "planner")
     with pytest.raises(mb.NotAuthorized):
-        alice.run_decay(Context(o, "alice"), now=time.time())  # explicit now: the operator's
-    alice.run_decay(Context(o, "alice"))  # a sweep of its own scopes at the actor's clock is allowed
+        alice.run_decay(own, now=time.time())  # explicit now: the operator's
+    alice.run_decay(own)  # a sweep of its own scopes at the actor's clock is allowed
+    with pytest.raises(mb.NotAuthorized):
+        alice.run_decay(Context(o, "alice"))  # the whole user: wider than the credential
 
 
 def test_roles_are_granted_by_credential_only(bus):

@@ -101,7 +101,8 @@ def reopened(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any
         logger.removeHandler(lines)
         logger.setLevel(old_level)
     yield {"bus": bus, "cfg": cfg, "lines": lines.lines, "took": took}
-    bus.shutdown()
+    bus.shutdown()  # the actors; Ray itself (this module's) goes too, so the next module starts its own
+    ray.shutdown()
 
 
 def test_connect_reopens_and_says_in_one_line_what_is_parked(reopened: dict[str, Any]) -> None:

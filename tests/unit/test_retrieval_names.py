@@ -156,3 +156,13 @@ def test_the_shard_reads_one_or_three_rows_and_refuses_others(tmp_path):
                 shard.search(ctx, bad, 5, query=QUERY)
     finally:
         shard.close()
+
+
+def test_a_query_of_names_and_its_opening_word_asks_about_them():
+    """"Vim or Helix?": the opening word may be a name too (capitalised anyway): a query of
+    names and that word asks about the names, so no name check applies to it."""
+    from memorybus.retrieval.query import query_texts, without_names
+
+    assert without_names("Vim or Helix?") is None
+    assert query_texts("Vim or Helix?") == ["Vim or Helix?"]
+    assert without_names("Which editor, Vim or Helix?") == "Which editor, someone or someone?"
