@@ -267,29 +267,8 @@ class SqliteStore(SqliteAudit, SqliteErasure):
         if not stats:
             return True
         rows = [(count, when, mid) for mid, (count, when) in stats.items()]
-        if not self._lock.acquire(blocking=wait):
-            return False  # a commit is running: the caller keeps the statistics for later
-        try:
-            if not wait:
-                self._db.execute("PRAGMA busy_timeout=0")
-            self._db.execute("BEGIN IMMEDIATE")
-            self._db.executemany(
-                "UPDATE nodes SET access_count=access_count+?, last_accessed=max(last_accessed, ?) WHERE id=?",
-                rows,
-            )
-            self._db.execute("COMMIT")
-            return True
-        except sqlite3.Error as exc:
-            with contextlib.suppress(sqlite3.Error):
-                self._db.execute("ROLLBACK")
-            if not wait and isinstance(exc, sqlite3.OperationalError) and "locked" in str(exc):
-                return False  # another connection holds the write lock
-            raise StoreUnavailable("sqlite", str(exc)) from None
-        finally:
-            if not wait:
-                with contextlib.suppress(sqlite3.Error):
-                    self._db.execute(f"PRAGMA busy_timeout={self._timeout_ms}")
-            self._lock.release()
+        sql = "UPDATE nodes SET access_count=access_count+?, last_accessed=max(last_accessed, ?) WHERE id=?"
+        return self._write_if_free(wait, lambda db: db.executemany(sql, rows))  # else kept for later
 
     # ------------------------------------------------------------------- reads
     def _query(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:

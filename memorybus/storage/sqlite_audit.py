@@ -11,7 +11,7 @@ from __future__ import annotations
 import contextlib
 import sqlite3
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from memorybus.audit import GENESIS, Checkpoint, Draft, chain, encode_checkpoint, encode_entry
@@ -49,17 +49,18 @@ class SqliteAudit:
     def _query(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         raise NotImplementedError
 
-    def append_audit(self, drafts: Sequence[Draft], *, wait: bool = True) -> bool:
-        if not drafts:
-            return True
+    def _write_if_free(self, wait: bool, work: Callable[[sqlite3.Connection], object]) -> bool:
+        """``work`` in one write transaction. With ``wait=False`` nothing waits: False when a
+        commit of this store or another connection holds the write lock (the caller keeps
+        what it wanted to write for later). Raises StoreUnavailable for any other failure."""
         if not self._lock.acquire(blocking=wait):
-            return False  # a commit is running: the caller keeps the entries for later
+            return False  # a commit is running
         try:
             if not wait:
                 self._db.execute("PRAGMA busy_timeout=0")
             self._db.execute("BEGIN IMMEDIATE")
             try:
-                chain_audit(self._db, drafts)
+                work(self._db)
             except BaseException:
                 self._db.execute("ROLLBACK")
                 raise
@@ -76,6 +77,11 @@ class SqliteAudit:
                 with contextlib.suppress(sqlite3.Error):
                     self._db.execute(f"PRAGMA busy_timeout={self._timeout_ms}")
             self._lock.release()
+
+    def append_audit(self, drafts: Sequence[Draft], *, wait: bool = True) -> bool:
+        if not drafts:
+            return True
+        return self._write_if_free(wait, lambda db: chain_audit(db, drafts))
 
     def read_audit(self, org: str, after: int = 0, limit: int = 1000) -> list[tuple[int, bytes]]:
         rows = self._query("SELECT seq, blob FROM audit WHERE org=? AND seq>? ORDER BY seq LIMIT ?",
