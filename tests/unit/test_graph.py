@@ -221,7 +221,7 @@ def test_hub_fanout_keeps_three_hop_expansion_bounded():
     elapsed = time.perf_counter() - started
     assert len(reach) <= 1 + f + f**2 + f**3
     assert sum(1 for r in reach.values() if r.hops == 2) == f  # the hub gave only f of its 10,000 spokes
-    assert elapsed < 0.5
+    assert elapsed < 1.0  # bounded by the counts above; the time only guards against a pathological walk
     mems = g.memories_for(["Start"], T0 + 1, hops=3, fanout=f)
     assert len(mems) <= 1 + f + f**2
     # without the cap the same walk reaches every spoke and leaf
