@@ -21,7 +21,7 @@ from memorybus.actors.runtime import gone, pick_one, unwrap
 from memorybus.actors.targets import RayTargets
 from memorybus.auth import gatekeeper_for
 from memorybus.config import Config
-from memorybus.errors import ConfigError
+from memorybus.errors import ConfigError, MemoryBusError
 from memorybus.events import Event, EventFilter
 from memorybus.pubsub.hub import Hub
 from memorybus.pubsub.ports import KeyValue
@@ -36,8 +36,6 @@ log = logging.getLogger(__name__)
 
 def _dir(config: Config, partition: int) -> str:
     return os.path.join(os.path.abspath(config.data_dir), f"bus-{partition}")
-
-log = logging.getLogger(__name__)
 
 
 def _kv(config: Config, partition: int) -> KeyValue:
@@ -279,11 +277,16 @@ class HubPush:
         groups: dict[int, list[Event]] = {}
         for ev in events:
             groups.setdefault(partition_of(ev.node.scope.org, self.config.bus.partitions), []).append(ev)
+        try:
+            token = self._token()
+        except MemoryBusError as exc:  # the key ring unreadable now: the log has the events
+            log.warning("shard could not push %d event(s) to the hub: %r", len(events), exc)
+            return
         for partition, evs in groups.items():
             hub = self._hub(partition)
             if hub is not None:
                 try:
-                    hub.publish.remote(self._token(), evs)
+                    hub.publish.remote(token, evs)
                 except ray.exceptions.RayError:  # the log has the events
                     self._hubs.pop(partition, None)
 
