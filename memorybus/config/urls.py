@@ -8,6 +8,7 @@ does not parse is not echoed at all, since its parts cannot be told apart.
 
 from __future__ import annotations
 
+import ipaddress
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from memorybus.errors import ConfigError
@@ -53,3 +54,14 @@ def check_redis_url(url: str) -> None:
         raise ConfigError("redis_url", f"{redact_url(url)}: the scheme must be one of {', '.join(REDIS_SCHEMES)}")
     if parts.scheme != "unix" and not parts.hostname:
         raise ConfigError("redis_url", f"{redact_url(url)}: no host")
+
+
+def is_loopback(host: str | None) -> bool:
+    """Whether ``host`` is this machine: ``localhost``, a loopback address, or None (a
+    Unix socket). An empty host is not ("" binds every interface)."""
+    if host is None or host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False

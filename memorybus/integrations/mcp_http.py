@@ -14,20 +14,11 @@ refuse, since a TLS-terminating reverse proxy on the same host is a sound setup.
 
 from __future__ import annotations
 
-import ipaddress
 import os
 from typing import Any
 
+from memorybus.config.urls import is_loopback
 from memorybus.errors import ConfigError
-
-
-def is_loopback_host(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 def check_tls_files(cert: str | None, key: str | None) -> bool:
@@ -49,7 +40,7 @@ def check_tls_files(cert: str | None, key: str | None) -> bool:
 
 def plaintext_warning(host: str, tls: bool) -> str | None:
     """The warning to print for a plaintext listener on a non-loopback address."""
-    if tls or is_loopback_host(host):
+    if tls or is_loopback(host):
         return None
     return (f"warning: serving MCP over plaintext HTTP on {host}: bearer tokens and memories cross the network "
             "unencrypted; pass --tls-cert/--tls-key, or bind 127.0.0.1 behind a TLS-terminating reverse proxy")

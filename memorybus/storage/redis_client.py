@@ -24,7 +24,6 @@ StoreUnavailable, see :func:`describe`). redis-py is imported only by :func:`ope
 
 from __future__ import annotations
 
-import ipaddress
 import logging
 import os
 import threading
@@ -32,7 +31,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-from memorybus.config.urls import redact_url
+from memorybus.config.urls import is_loopback, redact_url
 from memorybus.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -73,17 +72,6 @@ class RedisTLS:
         if bool(self.cert) != bool(self.key):
             raise ConfigError("redis_tls_cert", "a client certificate needs its key (redis_tls_key), and a key "
                                                 "its certificate: set both for mutual TLS, or neither")
-
-
-def is_loopback(host: str | None) -> bool:
-    if not host:
-        return True  # a Unix socket
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 def warn_if_plaintext(url: str) -> bool:

@@ -12,8 +12,9 @@ import pytest
 
 from memorybus import Config
 from memorybus.cli_tls import add_redis_tls_flags, redis_tls_options
+from memorybus.config.urls import is_loopback
 from memorybus.errors import ConfigError
-from memorybus.storage.redis_client import RedisTLS, is_loopback, open_redis
+from memorybus.storage.redis_client import RedisTLS, open_redis
 
 SECRET = "Zq9-secret-7f3"
 
@@ -93,7 +94,7 @@ def test_plaintext_to_another_host_is_warned_once_per_host(caplog):
 
 
 @pytest.mark.parametrize(("host", "loop"), [("127.0.0.1", True), ("127.8.0.1", True), ("::1", True),
-                                            ("localhost", True), (None, True), ("10.0.0.1", False),
+                                            ("localhost", True), (None, True), ("", False), ("10.0.0.1", False),
                                             ("redis.example", False), ("0.0.0.0", False)])
 def test_is_loopback(host, loop):
     assert is_loopback(host) is loop
