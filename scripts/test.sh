@@ -13,7 +13,7 @@ fi
 echo "== installing python packages"
 # torch first: the CPU build on this disk, instead of a multi-GB CUDA download
 python -m pip install -q torch==2.13.0
-python -m pip install -q -e '.[test,bench,langgraph,mcp]'
+python -m pip install -q -e '.[test,bench,langgraph,mcp,docs]'
 
 echo "== ruff"
 ruff check memorybus tests benchmarks
