@@ -116,10 +116,11 @@ async function showFact(scope, key, asOf) {
   $("#fact-title").textContent = `${key} in ${t.scope_path}`;
   const times = t.events.map((e) => e.at);
   const lo = Math.min(...times), hi = Math.max(...times), span = Math.max(hi - lo, 1);
-  const x = (at) => 30 + ((at - lo) / span) * 660;
+  const x = (at) => 90 + ((at - lo) / span) * 540;
   const g = $("#timeline-svg"); g.replaceChildren(svg("line", { x1: 20, y1: 45, x2: 700, y2: 45, stroke: "#889" }));
+  const superseded = new Set(t.values.filter((v) => v.superseded).map((v) => v.id));
   for (const e of t.events) {
-    const lost = e.kind === "deprecated";
+    const lost = e.kind === "deprecated" || superseded.has(e.memory.id);
     g.append(svg("circle", { cx: x(e.at), cy: 45, r: 7, fill: lost ? "#d9825b" : "#3a7" },
       undefined), svg("text", { x: x(e.at), y: lost ? 80 : 25, "text-anchor": "middle", "font-size": 11 },
       `${e.kind} ${stamp(e.at).slice(5, 16)}`));
