@@ -37,7 +37,7 @@ def _float(value: str | None, name: str) -> float | None:
     if value in (None, ""):
         return None
     try:
-        return float(value)  # type: ignore[arg-type]
+        return float(value)
     except ValueError:
         raise InvalidRequest(name, f"{value!r} is not a number (epoch seconds)") from None
 
@@ -46,7 +46,7 @@ def _int(value: str | None, name: str, default: int) -> int:
     if value in (None, ""):
         return default
     try:
-        return int(value)  # type: ignore[arg-type]
+        return int(value)
     except ValueError:
         raise InvalidRequest(name, f"{value!r} is not an integer") from None
 

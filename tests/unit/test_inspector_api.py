@@ -36,7 +36,8 @@ def _digest(data_dir) -> dict[str, str]:
             path = os.path.join(root, name)
             if name.startswith("auth.sqlite") or name.endswith("-shm"):
                 continue  # the key ring; SQLite's shared-memory index a WAL reader needs
-            data = open(path, "rb").read()
+            with open(path, "rb") as f:
+                data = f.read()
             if name.endswith("-wal") and not data:
                 continue  # an empty log a read-only WAL reader opens: no write in it
             out[path] = hashlib.sha256(data).hexdigest()
