@@ -1,5 +1,6 @@
 """Redis Sentinel failover without a person: a real master, two replicas and three
-sentinels on loopback; the master is killed (SIGKILL) while stores write under load;
+sentinels on loopback; the replicas fall behind for 300 ms (SIGSTOP, link cut) and the master is
+killed (SIGKILL) while stores write under load;
 the sentinels promote a replica, the stores follow it, and every write that was
 acknowledged is on the promoted master (0 lost). Writes that fail during the switch
 surface as StoreUnavailable and are settled the way the shard settles them
@@ -94,9 +95,18 @@ def test_master_killed_under_load_loses_no_acknowledged_write(sentinel_set):
     for t in threads:
         t.start()
     time.sleep(1.0)
+    # the replicas fall behind: paused, and cut off from the master (what the kernel
+    # already buffered for them they still get), so for 300 ms the master holds writes
+    # no replica has; then it dies: without WAIT those writes were acknowledged and are gone
+    for replica in s.nodes[1:]:
+        replica.kill(signal.SIGSTOP)
+    old_master.admin().client_kill_filter(_type="replica")
+    time.sleep(0.3)
     before = sum(map(len, acked.values()))
     killed_at = time.time()
     old_master.kill(signal.SIGKILL)  # mid-load: commits are in flight on every store
+    for replica in s.nodes[1:]:
+        replica.kill(signal.SIGCONT)
     s.wait_until(lambda: s.master_port_seen(s.sentinel_ports[0]) not in (None, old_master.port), 20,
                  "no replica was promoted")
     promoted = s.node_on(s.master_port_seen(s.sentinel_ports[0]) or 0)
