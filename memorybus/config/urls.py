@@ -39,7 +39,11 @@ def redact_url(url: str | None) -> str | None:
         netloc = f"{user}@{host}" if user else host
     query = parts.query
     if query:
-        kept = [(k, v) for k, v in parse_qsl(query, keep_blank_values=True) if k.lower() not in _SECRET_QUERY_KEYS]
+        pairs = parse_qsl(query, keep_blank_values=True)
+        if is_sentinel_url(url):  # only its one non-secret option is shown (a misspelt password key is not)
+            kept = [(k, v) for k, v in pairs if k == "sentinel_username"]
+        else:
+            kept = [(k, v) for k, v in pairs if k.lower() not in _SECRET_QUERY_KEYS]
         query = urlencode(kept)
     return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
 
