@@ -84,7 +84,7 @@ class SentinelSet:
     def master_port_seen(self, port: int) -> int | None:
         try:
             return int(self.sentinel(port).sentinel_get_master_addr_by_name(MASTER_NAME)[1])
-        except Exception:  # noqa: BLE001 - a sentinel not up yet
+        except Exception:
             return None
 
     def sentinels_agree_on(self, master_port: int) -> bool:
@@ -95,7 +95,7 @@ class SentinelSet:
             try:
                 if int(self.sentinel(port).sentinel_master(MASTER_NAME)["num-other-sentinels"]) < 2:
                     return False
-            except Exception:  # noqa: BLE001
+            except Exception:
                 return False
         return True
 
@@ -105,7 +105,7 @@ class SentinelSet:
             info = master.admin(socket_timeout=0.5).info("replication")
             return sum(1 for k, v in info.items() if k.startswith("slave") and isinstance(v, dict)
                        and v.get("state") == "online")
-        except Exception:  # noqa: BLE001
+        except Exception:
             return 0
 
     def node_on(self, port: int) -> AclRedisServer:

@@ -51,7 +51,7 @@ def test_a_full_url_is_parsed():
     ],
 )
 def test_bad_sentinel_urls_are_refused_without_the_password(url, match):
-    for check in (check_redis_url, lambda u: Config.redis(u)):
+    for check in (check_redis_url, Config.redis):
         with pytest.raises(ConfigError, match=match) as exc:
             check(url)
         assert SECRET not in str(exc.value) and SPW not in str(exc.value)
