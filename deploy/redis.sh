@@ -48,8 +48,8 @@
 #
 # Sentinel (deploy/sentinel.sh watches this server and its replicas): the ACL user
 # memorybus-sentinel, with only the commands a sentinel sends (INFO, PING, REPLICAOF,
-# CONFIG REWRITE, CLIENT, the hello channel), its password from MEMORYBUS_SENTINEL_PASSWORD_FILE
-# (default: the memorybus user's file).
+# CONFIG REWRITE, CLIENT, the hello channel), made only when MEMORYBUS_SENTINEL_PASSWORD_FILE
+# names its password file (it may be the memorybus user's file).
 set -euo pipefail
 
 PORT="${MEMORYBUS_REDIS_PORT:-6380}"
@@ -125,10 +125,12 @@ configure() {
         echo "user default off resetpass ~* &* +@all"
         echo "user $BUS_USER on #$(sha256 "$pw") ~* &* +@all -@dangerous +config|get +info +psync +replconf"
         echo "user $ADMIN_USER on #$(sha256 "$(cat "$ADMIN_PASS")") ~* &* +@all"
-        spw="$(tr -d '[:space:]' < "${MEMORYBUS_SENTINEL_PASSWORD_FILE:-$MEMORYBUS_REDIS_PASSWORD_FILE}")"
-        echo "user $SENTINEL_USER on #$(sha256 "$spw") resetchannels &__sentinel__:hello -@all +multi +exec" \
-             "+slaveof +replicaof +ping +info +role +publish +subscribe +config|rewrite +client|setname" \
-             "+client|kill +script|kill"
+        if [ -n "${MEMORYBUS_SENTINEL_PASSWORD_FILE:-}" ]; then
+          spw="$(tr -d '[:space:]' < "$MEMORYBUS_SENTINEL_PASSWORD_FILE")"
+          echo "user $SENTINEL_USER on #$(sha256 "$spw") resetchannels &__sentinel__:hello -@all +multi +exec" \
+               "+slaveof +replicaof +ping +info +role +publish +subscribe +config|rewrite +client|setname" \
+               "+client|kill +script|kill"
+        fi
       } > "$ACL"
       printf 'aclfile %s\nmasteruser %s\nmasterauth %s\n' "$ACL" "$BUS_USER" "$pw" > "$AUTH"
     else

@@ -29,7 +29,8 @@
 #   MEMORYBUS_SENTINEL_ANNOUNCE_IP (this node's address as other sentinels reach it; optional)
 #   MEMORYBUS_SENTINEL_PASSWORD_FILE (16+ characters; default MEMORYBUS_REDIS_PASSWORD_FILE): the
 #     password clients give this sentinel (requirepass), that sentinels give each other, and of
-#     the memorybus-sentinel ACL user on the data nodes (redis.sh makes it)
+#     the memorybus-sentinel ACL user on the data nodes (redis.sh makes it when it is given
+#     the same MEMORYBUS_SENTINEL_PASSWORD_FILE)
 #   MEMORYBUS_REDIS_TLS_CERT/_KEY/_CA: as for redis.sh; then the sentinel listens on TLS only and
 #     reaches the data nodes over TLS (clients: rediss+sentinel://, Config(redis_tls_ca=...))
 set -euo pipefail

@@ -38,7 +38,7 @@ def redis_env(tmp_path: Path, name: str, port: int) -> dict[str, str]:
         pw.chmod(0o600)
     return {"MEMORYBUS_REDIS_PORT": str(port), "MEMORYBUS_REDIS_HOME": str(tmp_path / name),
             "MEMORYBUS_REDIS_PASSWORD_FILE": str(pw), "MEMORYBUS_BACKUP_INTERVAL": "0",
-            "MEMORYBUS_REDIS_MAXMEMORY": str(256 << 20)}
+            "MEMORYBUS_REDIS_MAXMEMORY": str(256 << 20), "MEMORYBUS_SENTINEL_PASSWORD_FILE": str(pw)}
 
 
 def test_redis_sh_tls_port_mode_serves_rediss_only(tmp_path):
