@@ -14,6 +14,7 @@ from dataclasses import dataclass, field, fields, replace
 from typing import Any, Literal
 
 from memorybus.config.policies import BusPolicy, ConsolidationPolicy, DecayPolicy, GraphPolicy, _require
+from memorybus.config.sentinel_url import is_sentinel_url
 from memorybus.config.urls import check_redis_url, redact_url
 from memorybus.config.weights import RankingWeights
 from memorybus.errors import ConfigError
@@ -40,7 +41,10 @@ class Config:
     backend: Literal["embedded", "redis"] = "embedded"
     data_dir: str = ".memorybus"
     #: ``redis://[user:password@]host:port/db`` (``rediss://`` for TLS); with Redis ACLs,
-    #: name the bus's own user (deploy/redis.sh makes ``memorybus``), not ``default``
+    #: name the bus's own user (deploy/redis.sh makes ``memorybus``), not ``default``.
+    #: Through Redis Sentinel (the client follows the master across failovers):
+    #: ``redis+sentinel://user:password@s1:26379,s2:26379,s3:26379/<master-name>/<db>``
+    #: (``rediss+sentinel://`` for TLS; :mod:`memorybus.config.sentinel_url`)
     redis_url: str | None = None
     #: refuse to open a Redis store unless the server runs ``appendonly yes`` with
     #: ``appendfsync always`` (checked with CONFIG GET, or INFO persistence when the
@@ -55,6 +59,13 @@ class Config:
     redis_tls_ca: str | None = None
     redis_tls_cert: str | None = None
     redis_tls_key: str | None = None
+    #: acknowledge a Redis write only once this many replicas have it (``WAIT n timeout``
+    #: after each commit, on the commit's connection); a write that fewer replicas confirm
+    #: within ``redis_wait_timeout`` seconds raises OutcomeUnknown (retry with its op id).
+    #: None: 1 with a ``redis+sentinel://`` URL (a failover keeps every acknowledged write),
+    #: 0 otherwise (no WAIT: a failover may lose writes the old master acknowledged).
+    redis_wait_replicas: int | None = None
+    redis_wait_timeout: float = 1.0
     vector_backend: Literal["edge", "qdrant"] = "edge"
     qdrant_url: str | None = None
     namespace: str = "memorybus"
@@ -149,6 +160,10 @@ class Config:
         if self.redis_url is not None:
             check_redis_url(self.redis_url)
         self._check_redis_tls()
+        if self.redis_wait_replicas is not None and (
+                isinstance(self.redis_wait_replicas, bool) or not isinstance(self.redis_wait_replicas, int)
+                or not 0 <= self.redis_wait_replicas <= 64):
+            raise ConfigError("redis_wait_replicas", "must be None or a number of replicas from 0 to 64")
         if not isinstance(self.redis_require_fsync, bool):
             raise ConfigError("redis_require_fsync", "must be True or False")
         if self.vector_backend not in ("edge", "qdrant"):
@@ -171,6 +186,9 @@ class Config:
                 raise ConfigError(name, "must be a positive number of seconds or None")
         if not 0 < self.store_timeout <= 3600:
             raise ConfigError("store_timeout", "must be in (0, 3600] seconds")
+        if isinstance(self.redis_wait_timeout, bool) or not 0 < self.redis_wait_timeout < self.store_timeout:
+            raise ConfigError("redis_wait_timeout", "must be more than 0 and less than store_timeout seconds (the "
+                                                    "socket would time out before WAIT answers)")
         if not 60 <= self.op_retention_seconds <= 365 * 86400:
             raise ConfigError("op_retention_seconds", "must be between 60 seconds and a year")
         if self.max_content_chars < 1 or self.max_batch < 1 or self.ingest_chunk < 1:
@@ -196,7 +214,7 @@ class Config:
             raise ConfigError("redis_tls_cert", "a client certificate needs its key (redis_tls_key) and a key its "
                                                 "certificate: set both for mutual TLS, or neither")
         scheme = (self.redis_url or "").partition("://")[0].lower()
-        if any(getattr(self, n) for n in names) and scheme != "rediss":
+        if any(getattr(self, n) for n in names) and scheme not in ("rediss", "rediss+sentinel"):
             raise ConfigError("redis_tls_ca", f"TLS files are set but redis_url is {redact_url(self.redis_url)!r}, "
                                               "not rediss://: they would be ignored and the connection plaintext")
 
@@ -209,6 +227,12 @@ class Config:
     def redis(cls, url: str, **kw: Any) -> Config:
         """Records in Redis at ``url``; vectors per ``vector_backend``."""
         return cls(backend="redis", redis_url=url, **kw)
+
+    def redis_replicas_to_wait(self) -> int:
+        """How many replicas must confirm a Redis write (``redis_wait_replicas`` resolved)."""
+        if self.redis_wait_replicas is not None:
+            return self.redis_wait_replicas
+        return 1 if is_sentinel_url(self.redis_url) else 0
 
     def with_(self, **changes: Any) -> Config:
         return replace(self, **changes)

@@ -7,6 +7,9 @@ writes only if all pass, so compare-and-set is atomic where the data lives.
 Durability is the server's: acknowledged-means-durable needs Redis with
 ``appendonly yes`` and ``appendfsync always``, which opening a store checks
 (:mod:`memorybus.storage.redis_durability`; ``require_fsync=False`` skips it).
+With ``wait_replicas`` > 0 a commit is acknowledged only after that many replicas
+confirm it (``WAIT``), so a promoted replica has every acknowledged write; fewer
+confirmations raise StoreUnavailable (the shard reports OutcomeUnknown and settles it).
 The URL may name an ACL user (``redis://user:password@host:port/db``); errors
 show it without the password.
 """
@@ -28,7 +31,7 @@ from memorybus.model import MemoryNode
 from memorybus.storage.base import DEFAULT_OP_RETENTION, AlreadyApplied, OpRecord, WriteBatch
 from memorybus.storage.redis_audit import RedisAudit
 from memorybus.storage.redis_client import RedisTLS, describe, open_redis
-from memorybus.storage.redis_durability import check_durable
+from memorybus.storage.redis_durability import ReplicatedScript, check_durable, confirm_record
 from memorybus.storage.redis_keys import RedisKeys
 from memorybus.storage.redis_scrub import RedisErasure
 
@@ -51,7 +54,10 @@ local ok = nil
 if ARGV[3] ~= '' then
   ok = p .. ':o:' .. ARGV[3]
   local r = redis.call('HGET', ok, 'r')
-  if r then return {'done', r, redis.call('HGET', ok, 'q')} end
+  if r then
+    redis.call('PEXPIRE', ok, ARGV[6])  -- a write, so that a WAIT after it confirms the record's replication
+    return {'done', r, redis.call('HGET', ok, 'q')}
+  end
   if redis.call('HEXISTS', ok, 'f' .. ARGV[5]) == 1 then return {'fenced'} end
 end
 local seen = {}
@@ -126,7 +132,10 @@ return out
 # KEYS[1]: the operation record; ARGV[1]: the attempt to fence; ARGV[2]: retention in ms.
 _RESOLVE = """
 local r = redis.call('HGET', KEYS[1], 'r')
-if r then return {'done', r, redis.call('HGET', KEYS[1], 'q')} end
+if r then
+  redis.call('PEXPIRE', KEYS[1], ARGV[2])
+  return {'done', r, redis.call('HGET', KEYS[1], 'q')}
+end
 redis.call('HSET', KEYS[1], 'f' .. ARGV[1], '1')
 redis.call('PEXPIRE', KEYS[1], ARGV[2])
 return {'fenced'}
@@ -185,6 +194,8 @@ class RedisStore(RedisAudit, RedisErasure):
         op_retention: float = DEFAULT_OP_RETENTION,
         require_fsync: bool = True,
         tls: RedisTLS | None = None,
+        wait_replicas: int = 0,
+        wait_timeout: float = 1.0,
     ) -> None:
         self.keys = RedisKeys(namespace, shard)
         #: org -> (seq, hash) of its audit chain's last entry, as this store last wrote or read it
@@ -195,7 +206,12 @@ class RedisStore(RedisAudit, RedisErasure):
         try:
             self._commit = self._r.register_script(_COMMIT)
             self._touch = self._r.register_script(_TOUCH)
-            self._resolve = self._r.register_script(_RESOLVE)
+            self._resolve: Any = self._r.register_script(_RESOLVE)
+            #: replicas that must confirm each commit (WAIT) before it is acknowledged
+            self.wait_replicas, self._wait_timeout = wait_replicas, wait_timeout
+            if wait_replicas:
+                self._commit = ReplicatedScript(self._r, self._commit, wait_replicas, wait_timeout)
+                self._resolve = ReplicatedScript(self._r, self._resolve, wait_replicas, wait_timeout)
             self._r.ping()
             self.durability = check_durable(self._r, str(where)) if require_fsync else "unchecked"
         except rexc.RedisError as exc:
@@ -258,7 +274,12 @@ class RedisStore(RedisAudit, RedisErasure):
 
     def op_record(self, op: str) -> OpRecord | None:
         result, seqs = self._call(self._r.hmget, self.keys.op(op), ("r", "q"))
-        return None if result is None else OpRecord(bytes(result), _seqs(seqs))
+        if result is None:
+            return None
+        if self.wait_replicas:  # an answer is given only for a write the replicas have
+            self._call(confirm_record, self._r, self.keys.op(op), self._retention_ms, self.wait_replicas,
+                       self._wait_timeout)
+        return OpRecord(bytes(result), _seqs(seqs))
 
     def resolve(self, op: str, attempt: str) -> OpRecord | None:
         reply = self._call(self._resolve, keys=[self.keys.op(op)], args=[attempt, self._retention_ms])
