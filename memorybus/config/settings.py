@@ -91,6 +91,11 @@ class Config:
     #: custom Ray resources each shard / embedder actor requires (placement), e.g. {"memory_node": 0.01}
     shard_resources: tuple[tuple[str, float], ...] = ()
     embedder_resources: tuple[tuple[str, float], ...] = ()
+    #: where Ray puts shard, hub and embedder actors among the nodes that have their
+    #: resources: "spread" (Ray's SPREAD strategy, best effort: the actors are spread over
+    #: those nodes, so a lost node takes as few shards as possible) or "ray" (Ray's
+    #: default: the local node first while it has room)
+    placement: Literal["spread", "ray"] = "spread"
     max_content_chars: int = 16_000
     #: limits on one memory: tags (each at most 256 characters) and ``structured`` encoded
     max_tags: int = 64
@@ -153,6 +158,8 @@ class Config:
                 object.__setattr__(self, name, tuple(sorted(value.items())))
             if not all(isinstance(k, str) and isinstance(v, int | float) and v > 0 for k, v in getattr(self, name)):
                 raise ConfigError(name, "must map resource names to positive amounts")
+        if self.placement not in ("spread", "ray"):
+            raise ConfigError("placement", f"must be 'spread' or 'ray', got {self.placement!r}")
         if self.backend not in ("embedded", "redis"):
             raise ConfigError("backend", f"must be 'embedded' or 'redis', got {self.backend!r}")
         if self.backend == "redis" and not self.redis_url:
