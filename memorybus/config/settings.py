@@ -193,9 +193,12 @@ class Config:
                 raise ConfigError(name, "must be a positive number of seconds or None")
         if not 0 < self.store_timeout <= 3600:
             raise ConfigError("store_timeout", "must be in (0, 3600] seconds")
-        if isinstance(self.redis_wait_timeout, bool) or not 0 < self.redis_wait_timeout < self.store_timeout:
-            raise ConfigError("redis_wait_timeout", "must be more than 0 and less than store_timeout seconds (the "
-                                                    "socket would time out before WAIT answers)")
+        if isinstance(self.redis_wait_timeout, bool) or not self.redis_wait_timeout > 0:
+            raise ConfigError("redis_wait_timeout", "must be more than 0 seconds")
+        if self.redis_url is not None and self.redis_replicas_to_wait() and \
+                not self.redis_wait_timeout < self.store_timeout:
+            raise ConfigError("redis_wait_timeout", "must be less than store_timeout seconds when writes WAIT for "
+                                                    "replicas (the socket would time out before WAIT answers)")
         if not 60 <= self.op_retention_seconds <= 365 * 86400:
             raise ConfigError("op_retention_seconds", "must be between 60 seconds and a year")
         if self.max_content_chars < 1 or self.max_batch < 1 or self.ingest_chunk < 1:
