@@ -8,13 +8,16 @@ Which path a command takes (:func:`_open`):
   needs the operator key: the data directory's ``auth.sqlite`` (readable only by its
   owner) must be readable by the caller, otherwise the command is refused
   (NotAuthorized). A directory without a key ring yet takes the bus path below.
-- **Through the running bus** when one holds the data directory (its ``LOCK`` files,
-  see :mod:`memorybus.storage.dirlock`): the command joins it in the Ray it reaches
-  (``--ray-address``, else this process's Ray, else the one Ray running on this
-  machine), in the namespace the lock names unless ``--namespace`` says otherwise; if
-  no Ray here can be chosen, DataDirInUse says to pass ``--ray-address``.
-- **Through a bus started for the command** otherwise (``import``; ``--redis``;
-  ``--ray-address`` given and no bus running there), stopped after.
+- **Through the running bus** when one holds the data directory (a live holder of
+  its ``LOCK`` files, see :mod:`memorybus.storage.dirlock`): the command joins it
+  through ``--ray-address`` (or this process's Ray, when a program calls
+  :func:`memorybus.cli.main`), in the namespace the lock names unless
+  ``--namespace`` says otherwise. Without either it is refused at once with
+  DataDirInUse naming the holder and ``--ray-address`` (nothing started, no Ray
+  guessed: a shared machine may run several).
+- **Through a bus the command joins or starts** otherwise (``import``; ``--redis``;
+  ``--ray-address`` given; a directory without a key ring yet), stopped after when
+  it started it.
 
 These are operator commands: they see every memory, whatever its scope.
 """
@@ -121,36 +124,35 @@ def _open(args: argparse.Namespace) -> Any:
 
     if args.shards < 1:
         raise ConfigError("--shards", "must be at least 1")
-    if args.redis or os.environ.get("MEMORYBUS_REDIS_URL") or args.ray_address or args.func is cmd_import:
+    if args.redis or os.environ.get("MEMORYBUS_REDIS_URL") or args.func is cmd_import:
         return _connect(args)
     if not os.path.isdir(args.data_dir):
+        if args.ray_address:
+            return _connect(args)
         raise ConfigError("--data-dir", f"{os.path.abspath(args.data_dir)} does not exist (no bus stored there)")
     from memorybus import offline
 
     holders = offline.held(args.data_dir)
     if holders:
         return _join_running(args, holders)
-    if not offline.has_key_ring(args.data_dir):
-        return _connect(args)  # a directory no bus has keyed yet: the bus makes the key ring
+    if args.ray_address or not offline.has_key_ring(args.data_dir):
+        return _connect(args)  # asked for, or a directory no bus has keyed yet: the bus makes the key ring
     return offline.DirectReader(args.data_dir, namespace=args.namespace or "memorybus")
 
 
 def _join_running(args: argparse.Namespace, holders: list[tuple[str, str]]) -> MemoryBus:
-    """Join the bus that holds the data directory (see the module docstring)."""
+    """Join the bus that holds the data directory, in the namespace its lock names
+    (unless ``--namespace`` is given), through ``--ray-address`` or this process's
+    Ray; DataDirInUse (at once, nothing started) when neither is there."""
     from memorybus import offline
-    from memorybus.errors import ConfigError, DataDirInUse
+    from memorybus.errors import DataDirInUse
 
     directory, holder = holders[0]
     args.namespace = args.namespace or offline.holder_namespace(holder)
-    if args.ray_address is None and not _ray_here() and not os.environ.get("RAY_ADDRESS"):
-        args.ray_address = "auto"
-    try:
-        return _connect(args)
-    except ConfigError as exc:
-        if isinstance(exc, DataDirInUse) or exc.field != "ray_address":
-            raise
-        raise DataDirInUse(directory, f"{holder or 'a running bus'}; {exc.reason}: pass the Ray address of the "
-                           "bus with --ray-address to read through it") from None
+    if args.ray_address is None and not _ray_here():
+        raise DataDirInUse(directory, f"{holder or 'a running bus'}; to read through it, pass its Ray's address "
+                           "with --ray-address (host:port, or auto for the one Ray on this machine)")
+    return _connect(args)
 
 
 def _ray_here() -> bool:
