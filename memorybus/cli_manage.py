@@ -137,7 +137,7 @@ def _open(args: argparse.Namespace) -> Any:
         return _join_running(args, holders)
     if args.ray_address or not offline.has_key_ring(args.data_dir):
         return _connect(args)  # asked for, or a directory no bus has keyed yet: the bus makes the key ring
-    return offline.DirectReader(args.data_dir, namespace=args.namespace or "memorybus")
+    return offline.DirectReader(args.data_dir, namespace=args.namespace)
 
 
 def _join_running(args: argparse.Namespace, holders: list[tuple[str, str]]) -> MemoryBus:

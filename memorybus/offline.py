@@ -32,7 +32,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from memorybus import views
-from memorybus.errors import InvalidRequest, MemoryNotFound, NotAuthorized, StoreUnavailable
+from memorybus.errors import InvalidRequest, MemoryNotFound, NotAuthorized, StoreMismatch, StoreUnavailable
 from memorybus.model import RELATION_FIELDS, MemoryKind, MemoryNode, MemoryStatus, evolve
 from memorybus.retrieval.hits import DEFAULT_STATUSES
 from memorybus.scopes import Scope
@@ -104,9 +104,11 @@ class DirectReader:
     commands use. InvalidRequest when the directory holds no shard store;
     NotAuthorized without the operator key; StoreUnavailable for an unreadable store."""
 
-    def __init__(self, data_dir: str | os.PathLike[str], namespace: str = "memorybus", dim: int = 384) -> None:
+    def __init__(self, data_dir: str | os.PathLike[str], namespace: str | None = None, dim: int = 384) -> None:
+        """``namespace``: the bus's, as its stores record it (default: whatever they
+        record; another one is refused with StoreMismatch, as a bus would refuse it)."""
         self.data_dir = os.path.abspath(os.fspath(data_dir))
-        self.namespace = namespace
+        self.namespace = namespace or ""
         self.dim = dim
         if not os.path.isdir(self.data_dir):
             raise InvalidRequest("--data-dir", f"{self.data_dir} does not exist (no bus stored there)")
@@ -125,6 +127,7 @@ class DirectReader:
                 store = SqliteStore(path, read_only=True)
                 nodes: dict[str, MemoryNode] = {}
                 self.shards.append((name, store, nodes))
+                self._check_namespace(name, store)
                 for node in store.iter_all():
                     if node.embedding is not None:
                         self.dim = len(node.embedding)
@@ -132,6 +135,16 @@ class DirectReader:
         except BaseException:
             self.close()
             raise
+        self.namespace = self.namespace or "memorybus"  # stores older than their namespace record
+
+    def _check_namespace(self, shard: str, store: SqliteStore) -> None:
+        recorded = store.meta().get("namespace")
+        if recorded is None:
+            return
+        if not self.namespace:
+            self.namespace = recorded
+        elif recorded != self.namespace:
+            raise StoreMismatch(shard, f"its store belongs to bus {recorded!r}, not {self.namespace!r}")
 
     # ------------------------------------------------------------------ life
     def close(self) -> None:

@@ -20,7 +20,7 @@ from memorybus import Config, Context, MemoryNode, Scope
 from memorybus.auth.credential import OPERATOR_ORG
 from memorybus.auth.keyring import KeyRing, open_keys
 from memorybus.codec import node_to_dict
-from memorybus.errors import NotAuthorized, StoreUnavailable
+from memorybus.errors import NotAuthorized, StoreMismatch, StoreUnavailable
 from memorybus.offline import DirectReader
 from memorybus.scopes import Router, shard_name
 from memorybus.shard.build import open_shard
@@ -111,6 +111,9 @@ def test_direct_reads_answer_as_the_shards_did(written):
         assert [(e.seq, e.kind, e.data, _d([e.node])) for e in found.history] == [
             (e.seq, e.kind, e.data, _d([e.node])) for e in history]
         assert [n.id for n in found.links["contradicts"]] == list(answers["keyed"].contradicts)
+        assert reader.namespace == "memorybus"  # as the stores record it
+    with pytest.raises(StoreMismatch, match="belongs to bus 'memorybus'"):
+        DirectReader(data, namespace="another_bus")  # as a bus of another namespace is refused
 
 
 def test_the_cli_reads_without_ray_or_a_model_and_writes_nothing(written, tmp_path):
