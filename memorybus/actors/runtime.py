@@ -109,7 +109,10 @@ def node_id() -> str:
 
 
 def in_ray_worker() -> bool:
-    """Whether this process is a Ray task or actor worker (not a driver)."""
+    """Whether this process is a Ray task or actor worker (not a driver). False
+    before Ray is initialized here (a worker always is): asking Ray then would start it."""
+    if not ray.is_initialized():
+        return False
     try:  # what RuntimeContext checks itself (its getters warn when called in a driver)
         from ray._private.worker import WORKER_MODE
 
