@@ -310,8 +310,35 @@ def ensure_ray(config: Config, **init_kwargs: Any) -> bool:
     if address != "local":
         for name in ("num_cpus", "num_gpus", "resources"):  # the running cluster's own
             kwargs.pop(name, None)
-    ray.init(**kwargs)
+    notices = logging.getLogger(_RAY_AUTH_LOGGER)
+    quiet = _TokenNotice()
+    notices.addFilter(quiet)
+    try:
+        ray.init(**kwargs)
+    finally:
+        notices.removeFilter(quiet)
+    if quiet.dropped:
+        log.info("Ray uses token authentication (its default for a local cluster; RAY_AUTH_MODE=disabled opts out)")
     return True
+
+
+#: where Ray logs its notice that a local cluster turned token authentication on
+_RAY_AUTH_LOGGER = "ray._private.authentication.authentication_token_setup"
+
+
+class _TokenNotice(logging.Filter):
+    """Drops one record: Ray's warning, at every ``ray.init`` of a local cluster whose
+    authentication mode is unset, that it turned token authentication on (its default
+    since 2.59). ``ensure_ray`` says the same once on the ``memorybus`` logger (info)
+    instead of on every script's stderr. Every other record of that logger passes."""
+
+    dropped = False
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.getMessage().startswith("Token authentication is enabled for this Ray cluster"):
+            self.dropped = True
+            return False
+        return True
 
 
 def bus_demand(config: Config) -> list[tuple[str, float, dict[str, float]]]:
