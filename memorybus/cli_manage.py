@@ -36,6 +36,8 @@ from typing import TYPE_CHECKING, Any
 
 from memorybus import env
 from memorybus.cli_tls import add_redis_tls_flags, redis_tls_options
+from memorybus.cli_top import scope_text as _scope_text
+from memorybus.cli_top import stamp as _stamp
 
 if TYPE_CHECKING:
     from memorybus.client import MemoryBus
@@ -204,14 +206,6 @@ def _when(text: str | None, name: str) -> float | None:
     except ValueError:
         raise InvalidRequest(name, f"{text!r} is not epoch seconds, an ISO date/time, or 7d/12h/30m") from None
     return (moment if moment.tzinfo else moment.replace(tzinfo=UTC)).timestamp()
-
-
-def _stamp(ts: float) -> str:
-    return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%d %H:%M:%S") if ts > 0 else "-"
-
-
-def _scope_text(scope: Scope) -> str:
-    return "/".join(part or "*" for part in scope.as_tuple()).rstrip("/*") or scope.org
 
 
 def _node_json(node: MemoryNode) -> dict[str, Any]:

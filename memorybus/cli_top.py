@@ -12,9 +12,11 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from typing import Any
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
 
-from memorybus.cli_manage import _scope_text, _stamp
+if TYPE_CHECKING:
+    from memorybus.scopes import Scope
 
 
 def run(args: argparse.Namespace, source: Any) -> int:
@@ -48,7 +50,7 @@ def top_lines(namespace: str, stats: dict[str, Any], hubs: list[dict[str, int]] 
     from memorybus.scopes import Scope
 
     lines = [
-        f"memorybus {namespace}  {_stamp(time.time())} UTC" + ("" if hubs is not None else "  (read from the files)"),
+        f"memorybus {namespace}  {stamp(time.time())} UTC" + ("" if hubs is not None else "  (read from the files)"),
         f"{stats['memories']} memories  {stats['events']} events  {stats['facts']} facts  {rate:.1f} writes/s",
         *[f"  {s['shard']:<10} {s['memories']:>8} memories {s['events']:>9} events" for s in stats["shards"]],
     ]
@@ -60,8 +62,18 @@ def top_lines(namespace: str, stats: dict[str, Any], hubs: list[dict[str, int]] 
                   for i, h in enumerate(hubs)]  # fmt: skip
     busiest = sorted(stats["by_scope"].items(), key=lambda kv: (-kv[1], kv[0]))[:rows]
     lines.append("busiest scopes:")
-    lines += [f"  {count:>8}  {_scope_text(Scope.from_key(key))}" for key, count in busiest]
+    lines += [f"  {count:>8}  {scope_text(Scope.from_key(key))}" for key, count in busiest]
     lines.append("most recalled:")
-    lines += [f"  {count:>8}  {memory_id}  {_scope_text(Scope.from_key(key))}"
+    lines += [f"  {count:>8}  {memory_id}  {scope_text(Scope.from_key(key))}"
               for memory_id, count, key in stats.get("most_recalled", [])[:rows]] or ["         -"]  # fmt: skip
     return lines
+
+
+def stamp(ts: float) -> str:
+    """A Unix time as UTC ``YYYY-mm-dd HH:MM:SS`` ("-" for none)."""
+    return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%d %H:%M:%S") if ts > 0 else "-"
+
+
+def scope_text(scope: Scope) -> str:
+    """A scope as ``org/user/agent/session``, empty trailing parts left out."""
+    return "/".join(part or "*" for part in scope.as_tuple()).rstrip("/*") or scope.org
