@@ -85,7 +85,7 @@ def register(sub: Any) -> None:
                      "bus's own export key)")
     how.add_argument("--trusted", action="store_true", help="accept an unsealed file: you vouch for its contents")
     imp.set_defaults(func=cmd_import)
-    top = sub.add_parser("top", help="a live view: shards, counts, writes/s, subscriptions")
+    top = sub.add_parser("top", help="a live view: counts, writes/s, subscriptions, busiest scopes, most recalled")
     _store_flags(top)
     top.add_argument("--interval", type=float, default=2.0)
     top.add_argument("--iterations", type=int, default=0, help="stop after N refreshes (0: until Ctrl-C)")
