@@ -36,9 +36,10 @@ class Embedder:
     about 1.5 ms of a 10 ms single-query encode on this machine. Such a model is
     also loaded without importing sentence-transformers (its files are read with
     transformers' own loaders, see :func:`lean_spec`): that import (scikit-learn,
-    SciPy) cost 8-12 s of every process that loads the model here, the embedder
-    actor's and the driver's, and the bulk of ``connect``. Any other model, or
-    ``lean=False``, loads and runs through ``SentenceTransformer``.
+    SciPy) took about 0.8 s of the 3.9 s a load cost on an idle 2-core machine, and
+    8-12 s under heavy load, in every process that loads the model (the embedder
+    actor's and the driver's). Any other model, or ``lean=False``, loads and runs
+    through ``SentenceTransformer``.
     """
 
     def __init__(
