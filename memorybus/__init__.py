@@ -27,7 +27,7 @@ _EXPORTS = {
     "connect": "memorybus.client",
     "Inbox": "memorybus.client.subscriptions",
     "Subscription": "memorybus.client.subscriptions",
-    "MemoryPage": "memorybus.client.listing",
+    "MemoryPage": "memorybus.views",
     "Clock": "memorybus.clock",
     "ManualClock": "memorybus.clock",
     "SystemClock": "memorybus.clock",
@@ -37,7 +37,7 @@ _EXPORTS = {
     "DecayPolicy": "memorybus.config",
     "GraphPolicy": "memorybus.config",
     "RankingWeights": "memorybus.config",
-    "Inspection": "memorybus.client.admin",
+    "Inspection": "memorybus.views",
     "ContextBlock": "memorybus.prompt",
     "ActorUnavailable": "memorybus.errors",
     "ActorFailed": "memorybus.errors",
@@ -156,8 +156,6 @@ def __dir__() -> list[str]:
 if TYPE_CHECKING:
     from memorybus.auth import Grant
     from memorybus.client import MemoryBus, connect
-    from memorybus.client.admin import Inspection
-    from memorybus.client.listing import MemoryPage
     from memorybus.client.subscriptions import Inbox, Subscription
     from memorybus.clock import Clock, ManualClock, SystemClock
     from memorybus.config import BusPolicy, Config, ConsolidationPolicy, DecayPolicy, GraphPolicy, RankingWeights
@@ -195,3 +193,4 @@ if TYPE_CHECKING:
     from memorybus.salience import salience
     from memorybus.scopes import Context, Level, Scope
     from memorybus.shard import FactResult
+    from memorybus.views import Inspection, MemoryPage

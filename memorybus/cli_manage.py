@@ -1,10 +1,24 @@
 """``memorybus ls|show|stats|export|import|top``: look at and manage what a bus stores.
 
-Each command connects to the bus named by the store flags (``--data-dir`` or
-``--redis``, ``--namespace``, ``--shards``, ``--ray-address``): it joins the bus if it
-runs in the Ray it reaches, otherwise it starts it for the command and stops it after.
-An embedded data dir is opened by one bus at a time: while an application holds it,
-point the command at the application's Ray (``--ray-address``, same ``--namespace``).
+Which path a command takes (:func:`_open`):
+
+- **Reads straight from the files** (``ls``, ``show``, ``stats``, ``export``, ``top``
+  on an embedded ``--data-dir`` that no running bus holds, without ``--ray-address``):
+  :class:`memorybus.offline.DirectReader`, no Ray, no model, in about a second. It
+  needs the operator key: the data directory's ``auth.sqlite`` (readable only by its
+  owner) must be readable by the caller, otherwise the command is refused
+  (NotAuthorized). A directory without a key ring yet takes the bus path below.
+- **Through the running bus** when one holds the data directory (a live holder of
+  its ``LOCK`` files, see :mod:`memorybus.storage.dirlock`): the command joins it
+  through ``--ray-address`` (or this process's Ray, when a program calls
+  :func:`memorybus.cli.main`), in the namespace the lock names unless
+  ``--namespace`` says otherwise. Without either it is refused at once with
+  DataDirInUse naming the holder and ``--ray-address`` (nothing started, no Ray
+  guessed: a shared machine may run several).
+- **Through a bus the command joins or starts** otherwise (``import``; ``--redis``;
+  ``--ray-address`` given; a directory without a key ring yet), stopped after when
+  it started it.
+
 These are operator commands: they see every memory, whatever its scope.
 """
 
@@ -22,6 +36,8 @@ from typing import TYPE_CHECKING, Any
 
 from memorybus import env
 from memorybus.cli_tls import add_redis_tls_flags, redis_tls_options
+from memorybus.cli_top import scope_text as _scope_text
+from memorybus.cli_top import stamp as _stamp
 
 if TYPE_CHECKING:
     from memorybus.client import MemoryBus
@@ -69,7 +85,7 @@ def register(sub: Any) -> None:
                      "bus's own export key)")
     how.add_argument("--trusted", action="store_true", help="accept an unsealed file: you vouch for its contents")
     imp.set_defaults(func=cmd_import)
-    top = sub.add_parser("top", help="a live view: shards, counts, writes/s, subscriptions")
+    top = sub.add_parser("top", help="a live view: counts, writes/s, subscriptions, busiest scopes, most recalled")
     _store_flags(top)
     top.add_argument("--interval", type=float, default=2.0)
     top.add_argument("--iterations", type=int, default=0, help="stop after N refreshes (0: until Ctrl-C)")
@@ -81,7 +97,7 @@ def _store_flags(p: argparse.ArgumentParser) -> None:
     g.add_argument("--data-dir", default=".memorybus", help="embedded store directory (default .memorybus)")
     g.add_argument("--redis", help="Redis URL of a shared store (default: $MEMORYBUS_REDIS_URL if set)")
     add_redis_tls_flags(g)
-    g.add_argument("--namespace", default="memorybus")
+    g.add_argument("--namespace", help="the bus's namespace (default: the running bus's, else memorybus)")
     g.add_argument("--shards", type=int, default=2, help="the bus's num_shards (default 2)")
     g.add_argument("--ray-address", help="join this Ray (host:port or auto) instead of starting one")
 
@@ -103,6 +119,52 @@ def _scope(args: argparse.Namespace) -> Scope | None:
     return Scope(args.org, args.user, args.agent, args.session)
 
 
+def _open(args: argparse.Namespace) -> Any:
+    """What the command reads through (see the module docstring): a DirectReader over
+    the files, or a bus handle (joined or started). Both are context managers."""
+    from memorybus.errors import ConfigError
+
+    if args.shards < 1:
+        raise ConfigError("--shards", "must be at least 1")
+    if args.redis or os.environ.get("MEMORYBUS_REDIS_URL") or args.func is cmd_import:
+        return _connect(args)
+    if not os.path.isdir(args.data_dir):
+        if args.ray_address:
+            return _connect(args)
+        raise ConfigError("--data-dir", f"{os.path.abspath(args.data_dir)} does not exist (no bus stored there)")
+    from memorybus import offline
+
+    holders = offline.held(args.data_dir)
+    if holders:
+        return _join_running(args, holders)
+    if args.ray_address or not offline.has_key_ring(args.data_dir):
+        return _connect(args)  # asked for, or a directory no bus has keyed yet: the bus makes the key ring
+    return offline.DirectReader(args.data_dir, namespace=args.namespace)
+
+
+def _join_running(args: argparse.Namespace, holders: list[tuple[str, str]]) -> MemoryBus:
+    """Join the bus that holds the data directory, in the namespace its lock names
+    (unless ``--namespace`` is given), through ``--ray-address`` or this process's
+    Ray; DataDirInUse (at once, nothing started) when neither is there."""
+    from memorybus import offline
+    from memorybus.errors import DataDirInUse
+
+    directory, holder = holders[0]
+    args.namespace = args.namespace or offline.holder_namespace(holder)
+    if args.ray_address is None and not _ray_here():
+        raise DataDirInUse(directory, f"{holder or 'a running bus'}; to read through it, pass its Ray's address "
+                           "with --ray-address (host:port, or auto for the one Ray on this machine)")
+    return _connect(args)
+
+
+def _ray_here() -> bool:
+    """Whether this process is connected to Ray already (without importing it)."""
+    import sys
+
+    ray = sys.modules.get("ray")
+    return bool(ray is not None and ray.is_initialized())
+
+
 def _connect(args: argparse.Namespace) -> MemoryBus:
     env.prepare()
     import memorybus
@@ -112,7 +174,7 @@ def _connect(args: argparse.Namespace) -> MemoryBus:
         raise memorybus.ConfigError("--shards", "must be at least 1")
     redis_url = args.redis or os.environ.get("MEMORYBUS_REDIS_URL")
     common: dict[str, Any] = {
-        "namespace": args.namespace,
+        "namespace": args.namespace or "memorybus",
         "num_shards": args.shards,
         "ray_address": args.ray_address,
         "query_encoder": "embedder",  # these commands never recall: no model in this process
@@ -146,14 +208,6 @@ def _when(text: str | None, name: str) -> float | None:
     return (moment if moment.tzinfo else moment.replace(tzinfo=UTC)).timestamp()
 
 
-def _stamp(ts: float) -> str:
-    return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%d %H:%M:%S") if ts > 0 else "-"
-
-
-def _scope_text(scope: Scope) -> str:
-    return "/".join(part or "*" for part in scope.as_tuple()).rstrip("/*") or scope.org
-
-
 def _node_json(node: MemoryNode) -> dict[str, Any]:
     from memorybus.codec import node_to_dict
 
@@ -172,7 +226,7 @@ def _line(node: MemoryNode) -> str:
     )
 
 
-def _pages(bus: MemoryBus, args: argparse.Namespace) -> Iterator[tuple[list[MemoryNode], str | None]]:
+def _pages(bus: Any, args: argparse.Namespace) -> Iterator[tuple[list[MemoryNode], str | None]]:
     from memorybus.model import MemoryStatus
 
     scope = _scope(args)
@@ -204,7 +258,7 @@ def cmd_ls(args: argparse.Namespace) -> int:
         from memorybus.errors import InvalidRequest
 
         raise InvalidRequest("--exact", "needs a scope (--org ...)")
-    with _connect(args) as bus:
+    with _open(args) as bus:
         shown = 0
         cursor = None
         for memories, next_cursor in _pages(bus, args):
@@ -219,7 +273,7 @@ def cmd_ls(args: argparse.Namespace) -> int:
 
 
 def cmd_show(args: argparse.Namespace) -> int:
-    with _connect(args) as bus:
+    with _open(args) as bus:
         found = bus.inspect(args.id)
     if args.json:
         print(json.dumps({
@@ -251,7 +305,7 @@ def cmd_show(args: argparse.Namespace) -> int:
 
 
 def cmd_stats(args: argparse.Namespace) -> int:
-    with _connect(args) as bus:
+    with _open(args) as bus:
         stats = bus.stats()
     if args.json:
         print(json.dumps(stats))
@@ -286,7 +340,7 @@ def _key(args: argparse.Namespace) -> bytes | None:
 def cmd_export(args: argparse.Namespace) -> int:
     scope = _scope(args)
     key = _key(args)
-    with _connect(args) as bus:
+    with _open(args) as bus:
         counts = bus.export(args.file, within=scope, key=key)
     print(f"exported {counts['nodes']} memories, {counts['events']} events, {counts['slots']} facts to {args.file}")
     return 0
@@ -305,27 +359,6 @@ def cmd_import(args: argparse.Namespace) -> int:
 
 
 def cmd_top(args: argparse.Namespace) -> int:
-    with _connect(args) as bus:
-        last: tuple[float, int] | None = None
-        n = 0
-        while True:
-            stats, hubs = bus.stats(), bus.hub_stats()
-            now = time.monotonic()
-            rate = (stats["events"] - last[1]) / max(1e-9, now - last[0]) if last else 0.0
-            last = (now, stats["events"])
-            lines = [
-                f"memorybus {bus.config.namespace}  {_stamp(time.time())} UTC",
-                f"{stats['memories']} memories  {stats['events']} events  {stats['facts']} facts  "
-                f"{rate:.1f} writes/s",
-                *[f"  {s['shard']:<10} {s['memories']:>8} memories {s['events']:>9} events" for s in stats["shards"]],
-                *[f"  hub-{i:<6} {h['subscriptions']:>4} subscriptions ({h['replaying']} replaying, "
-                  f"{h.get('parked', 0)} parked)  {h['published']} published  {h['delivered']} delivered"
-                  for i, h in enumerate(hubs)],
-            ]
-            if sys.stdout.isatty():
-                print("\x1b[H\x1b[J", end="")
-            print("\n".join(lines), flush=True)
-            n += 1
-            if args.iterations and n >= args.iterations:
-                return 0
-            time.sleep(args.interval)
+    from memorybus.cli_top import run
+
+    return run(args, _open(args))

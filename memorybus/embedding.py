@@ -33,8 +33,13 @@ class Embedder:
     normalisation (all-MiniLM-L6-v2 is) runs those three steps directly under
     ``torch.inference_mode``: the same vectors as ``SentenceTransformer.encode``
     (a test holds them within 1e-5) without its per-call bookkeeping, which is
-    about 1.5 ms of a 10 ms single-query encode on this machine. Any other model
-    goes through ``SentenceTransformer.encode``.
+    about 1.5 ms of a 10 ms single-query encode on this machine. Such a model is
+    also loaded without importing sentence-transformers (its files are read with
+    transformers' own loaders, see :func:`lean_spec`): that import (scikit-learn,
+    SciPy) took about 0.8 s of the 3.9 s a load cost on an idle 2-core machine, and
+    8-12 s under heavy load, in every process that loads the model (the embedder
+    actor's and the driver's). Any other model, or ``lean=False``, loads and runs
+    through ``SentenceTransformer``.
     """
 
     def __init__(
@@ -50,7 +55,6 @@ class Embedder:
         os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
         os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
         import torch
-        from sentence_transformers import SentenceTransformer
 
         try:
             from transformers.utils import logging as hf_logging
@@ -64,16 +68,30 @@ class Embedder:
             torch.set_num_threads(max(1, threads))
         from safetensors import SafetensorError
 
+        spec = lean_spec(model_path) if lean else None
+        self.model: Any = None  # the SentenceTransformer, when the model is not loaded lean
         try:
-            self.model = SentenceTransformer(str(model_path), device="cpu")
+            if spec is not None:
+                from transformers import AutoModel, AutoTokenizer
+
+                tokenizer = AutoTokenizer.from_pretrained(str(model_path))
+                bert = AutoModel.from_pretrained(str(model_path)).eval()
+                self._lean: tuple[Any, Any, int] | None = (tokenizer, bert, spec)
+                self.dim = int(bert.config.hidden_size)
+            else:
+                from sentence_transformers import SentenceTransformer
+
+                self.model = SentenceTransformer(str(model_path), device="cpu")
         except (OSError, ValueError, KeyError, RuntimeError, pickle.UnpicklingError, SafetensorError) as exc:
             # no such path or no model there (OSError, ValueError), a broken config or
             # weights file (KeyError, RuntimeError from torch, pickle, safetensors)
             raise EmbeddingError(f"cannot load model from {model_path}: {exc}") from None
-        getter = getattr(self.model, "get_embedding_dimension", None) or (
-            self.model.get_sentence_embedding_dimension
-        )
-        self.dim = int(getter() or 0)
+        if self.model is not None:
+            getter = getattr(self.model, "get_embedding_dimension", None) or (
+                self.model.get_sentence_embedding_dimension
+            )
+            self.dim = int(getter() or 0)
+            self._lean = self._lean_parts() if lean else None
         self._torch = torch
         # a fast tokenizer must not be used from two threads at once while one of them
         # changes its padding or truncation (huggingface/tokenizers "Already borrowed"):
@@ -82,7 +100,7 @@ class Embedder:
         # one encode at a time: the cache is not thread-safe, and two model runs at once
         # only oversubscribe the cores (an in-process query encoder may be shared by threads)
         self._encode_lock = threading.Lock()
-        self._lean = self._lean_parts() if lean else None
+        self._tokenizer = self._lean[0] if self._lean is not None else self.model.tokenizer
         self.batch_size = batch_size
         self.cache_size = cache_size
         self._cache: OrderedDict[bytes, np.ndarray] = OrderedDict()
@@ -179,7 +197,47 @@ class Embedder:
     def tokenizer_count(self, text: str) -> int:
         """Number of model tokens in ``text`` (no truncation)."""
         with self._tokenizer_lock:
-            return len(self.model.tokenizer(text, add_special_tokens=False)["input_ids"])
+            return len(self._tokenizer(text, add_special_tokens=False)["input_ids"])
+
+
+_LEAN_MODULES = (
+    ["sentence_transformers.models.Transformer", "sentence_transformers.models.Pooling"],
+    ["sentence_transformers.models.Transformer", "sentence_transformers.models.Pooling",
+     "sentence_transformers.models.Normalize"],
+)
+
+
+def lean_spec(model_path: str) -> int | None:
+    """The max tokens of a sentence-transformers model directory that is a transformer
+    at its root, mean pooling and (optionally) normalisation, with no other settings:
+    such a model runs lean (see :class:`Embedder`). None for any other model or
+    directory (it loads through ``SentenceTransformer``, which decides)."""
+    import json
+
+    def read(*parts: str) -> Any:
+        with open(os.path.join(model_path, *parts), encoding="utf-8") as f:
+            return json.load(f)
+
+    try:
+        modules = read("modules.json")
+        bert_config = read("sentence_bert_config.json")
+        pooling = read(modules[1]["path"], "config.json")
+    except (OSError, ValueError, KeyError, IndexError, TypeError):
+        return None
+    if not isinstance(modules, list) or [m.get("type") for m in modules] not in _LEAN_MODULES:
+        return None
+    if modules[0].get("path") not in ("", ".") or not isinstance(bert_config, dict) or not isinstance(pooling, dict):
+        return None
+    max_len = bert_config.get("max_seq_length")
+    if set(bert_config) - {"max_seq_length", "do_lower_case"} or bert_config.get("do_lower_case"):
+        return None  # lower-casing, model or tokenizer arguments: SentenceTransformer applies them
+    modes = {k: v for k, v in pooling.items() if k.startswith("pooling_mode")}
+    if modes.get("pooling_mode_mean_tokens") is not True or any(v for k, v in modes.items()
+                                                                 if k != "pooling_mode_mean_tokens"):
+        return None
+    if set(pooling) - {"word_embedding_dimension", "include_prompt", *modes}:
+        return None
+    return max_len if isinstance(max_len, int) and max_len > 0 else None
 
 
 _SHARED: dict[str, Embedder] = {}

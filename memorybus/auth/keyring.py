@@ -141,7 +141,12 @@ def derived_key(config: Any, purpose: str) -> bytes | None:
         key = KeyRing.load(kv).ensure(OPERATOR_ORG)
     finally:
         kv.close()
-    return hmac.new(key.secret, f"memorybus {purpose} v1".encode(), hashlib.sha256).digest()
+    return derive(key.secret, purpose)
+
+
+def derive(secret: bytes, purpose: str) -> bytes:
+    """The key for ``purpose`` derived from an operator ``secret`` (see :func:`derived_key`)."""
+    return hmac.new(secret, f"memorybus {purpose} v1".encode(), hashlib.sha256).digest()
 
 
 def open_keys(config: Any) -> KeyValue:

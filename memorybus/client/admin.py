@@ -32,14 +32,12 @@ from __future__ import annotations
 import os
 import time
 from collections import Counter
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from memorybus.actors.runtime import Op, Within
 from memorybus.client import identity
 from memorybus.client.identity import require_operator
 from memorybus.errors import InvalidRequest, MemoryNotFound
-from memorybus.events import Event
 from memorybus.model import RELATION_FIELDS, MemoryNode
 from memorybus.monitoring import mark_backup
 from memorybus.scopes import Scope, shard_name
@@ -53,6 +51,7 @@ from memorybus.transfer import (
     read_export,
     record_digest,
 )
+from memorybus.views import Inspection, merge_stats
 
 if TYPE_CHECKING:
     from memorybus.client import MemoryBus
@@ -60,18 +59,6 @@ if TYPE_CHECKING:
 _PAGE = 500  # memories per export/import call (with embeddings: about 1 MB)
 _WAIT = 300  # seconds each page may take
 _EVENTS_PAGE = 5000
-
-
-@dataclass(slots=True)
-class Inspection:
-    """One memory as an operator sees it: as stored, which shard holds it, its history
-    (events, oldest first) and the memories its relations name (provenance)."""
-
-    node: MemoryNode
-    shard: str
-    history: list[Event] = field(default_factory=list)
-    links: dict[str, list[MemoryNode]] = field(default_factory=dict)
-    missing: list[str] = field(default_factory=list)
 
 
 # ------------------------------------------------------------------ export
@@ -178,16 +165,7 @@ def stats(bus: MemoryBus) -> Op[dict[str, Any]]:
     ``shards``)."""
     auth = require_operator(bus, "stats")
     shards = yield [s.stats.remote(auth) for s in bus._shard_handles()]
-    total: dict[str, Any] = {"memories": 0, "events": 0, "facts": 0, "shards": shards}
-    for name in ("by_scope", "by_kind", "by_status"):
-        merged: Counter[str] = Counter()
-        for s in shards:
-            merged.update(s[name])
-        total[name] = dict(merged)
-    for s in shards:
-        for name in ("memories", "events", "facts"):
-            total[name] += s[name]
-    return total
+    return merge_stats(shards)
 
 
 def hub_stats(bus: MemoryBus) -> Op[list[dict[str, int]]]:

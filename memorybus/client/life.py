@@ -15,8 +15,8 @@ they guarantee:
   actors were stopped, or in a process that left Ray (``ray.shutdown()``) raises
   :class:`BusClosed` before anything is sent, so it never starts Ray again.
 - **Startup reports progress** on the ``memorybus`` logger (Ray, actors, model), and
-  the query encoder of this process loads while the actors start, so the first
-  synchronous recall does not load it.
+  the query encoder of this process loads while Ray and the actors start, so the
+  first synchronous recall does not load it.
 """
 
 from __future__ import annotations
@@ -62,14 +62,15 @@ def actor(bus: MemoryBus, name: str) -> Any:
 
 
 # ---------------------------------------------------------------- startup
-def start(bus: MemoryBus) -> None:
+def start(bus: MemoryBus, loader: _Loader | None = None) -> None:
     """Check the namespace's running bus (if any) has this storage, create or join
-    the actors, and load this process's query encoder meanwhile."""
+    the actors, and load this process's query encoder meanwhile (``loader``: its load
+    already started, see :func:`open_bus`)."""
     from memorybus import actors
     from memorybus.client import identity
 
     cfg = bus.config
-    loader = _preload_encoder(bus)
+    loader = loader or _preload_encoder(bus)
     running = _running_identity(bus)
     if running is not None and running != cfg.storage_identity():
         raise ConfigError(
@@ -351,11 +352,14 @@ def open_bus(cls: type[MemoryBus], config: Config | None, ray_init_kwargs: dict[
     if not isinstance(config, Config):
         raise InvalidRequest("config", "must be a memorybus.Config")
     started = time.monotonic()
-    owns_ray = runtime.ensure_ray(config, **ray_init_kwargs)
     bus = cls(config)
+    # the query model loads while Ray starts (both wait on other processes and the
+    # disk more than on this one's CPU); a connect that fails leaves it loaded, unused
+    loader = _preload_encoder(bus)
+    owns_ray = runtime.ensure_ray(config, **ray_init_kwargs)
     bus._owns_ray = owns_ray
     try:
-        start(bus)
+        start(bus, loader)
     except BaseException:
         if bus._owns_actors and runtime.is_connected():
             for handle in all_handles(bus):

@@ -6,43 +6,17 @@ An operation generator of :class:`~memorybus.client.MemoryBus` (see
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from memorybus.actors.runtime import Op
-from memorybus.client.operation import enums
 from memorybus.errors import InvalidRequest
-from memorybus.model import MemoryKind, MemoryNode, MemoryStatus
+from memorybus.model import MemoryKind, MemoryStatus
 from memorybus.scopes import Context, Level, Scope
+from memorybus.views import MemoryPage, listing_filters, merge_pages
 
 if TYPE_CHECKING:
     from memorybus.client import MemoryBus
-
-
-@dataclass(slots=True)
-class MemoryPage:
-    """One page of :meth:`MemoryBus.list_memories`: the memories, and the cursor to
-    pass for the next page (``None`` when this page is the last)."""
-
-    memories: list[MemoryNode] = field(default_factory=list)
-    cursor: str | None = None
-
-
-def _encode_cursor(node: MemoryNode) -> str:
-    return f"{node.created_at!r}/{node.id}"
-
-
-def _decode_cursor(cursor: str) -> tuple[float, str]:
-    stamp, sep, memory_id = cursor.partition("/") if isinstance(cursor, str) else ("", "", "")
-    try:
-        value = float(stamp)
-    except ValueError:
-        value = math.nan
-    if not sep or not memory_id or not math.isfinite(value):
-        raise InvalidRequest("cursor", "is not a cursor returned by list_memories")
-    return value, memory_id
 
 
 def list_memories(
@@ -75,25 +49,8 @@ def list_memories(
     """
     if context is not None and not isinstance(context, Context):
         raise InvalidRequest("context", f"must be a Context or None, got {type(context).__name__}")
-    if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= 10_000:
-        raise InvalidRequest("limit", "must be an int between 1 and 10000")
-    if key_prefix is not None and (not isinstance(key_prefix, str) or not key_prefix):
-        raise InvalidRequest("key_prefix", "must be a non-empty string or None")
-    if within is not None and not isinstance(within, Scope):
-        raise InvalidRequest("within", "must be a Scope or None")
-    for name, value in (("since", since), ("until", until)):
-        if value is not None and (isinstance(value, bool) or not isinstance(value, int | float)):
-            raise InvalidRequest(name, "must be epoch seconds or None")
-    filters: dict[str, Any] = {
-        "key_prefix": key_prefix,
-        "kinds": None if kinds is None else enums(MemoryKind, kinds, "kinds"),
-        "statuses": None if statuses is None else enums(MemoryStatus, statuses, "statuses"),
-        "limit": limit,
-        "after": None if cursor is None else _decode_cursor(cursor),
-        "within": within,
-        "since": since,
-        "until": until,
-    }
+    filters = listing_filters(key_prefix=key_prefix, kinds=kinds, statuses=statuses, limit=limit, cursor=cursor,
+                              within=within, since=since, until=until)
     if scope is not None:
         if context is None and not isinstance(scope, Scope):
             raise InvalidRequest("scope", "without a context, give a Scope")
@@ -108,7 +65,4 @@ def list_memories(
         owners = bus._owners(context)
     handles = bus._shard_handles()
     groups = yield [handles[i].list_memories.remote(context, filters, (bus._credential or "")) for i in owners]
-    merged = sorted((n for g in groups for n in g), key=lambda n: (n.created_at, n.id))
-    page = merged[:limit]
-    more = len(merged) > limit or any(len(g) == limit for g in groups)
-    return MemoryPage(page, _encode_cursor(page[-1]) if page and more else None)
+    return merge_pages(groups, limit)

@@ -20,7 +20,7 @@ import functools
 import inspect
 import types
 import uuid
-from collections.abc import Callable, Coroutine, Sequence
+from collections.abc import Callable, Coroutine
 from typing import Any, Concatenate, Generic, Literal, ParamSpec, TypeVar, overload
 
 from memorybus.actors import runtime
@@ -29,6 +29,7 @@ from memorybus.client import identity
 from memorybus.errors import InvalidRequest, MemoryNotFound
 from memorybus.scopes import Context
 from memorybus.validation import check_text
+from memorybus.views import as_enums
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -140,13 +141,4 @@ def check_memory_id(memory_id: object) -> str:
     return memory_id
 
 
-def enums(enum: Any, values: Sequence[Any] | None, name: str) -> list[Any]:
-    """``values`` (one or many) as members of ``enum``; [] for None."""
-    if values is None:
-        return []
-    if isinstance(values, str):
-        values = [values]
-    try:
-        return [enum(v) for v in values]
-    except (ValueError, TypeError):
-        raise InvalidRequest(name, f"unknown value in {list(values)!r}") from None
+enums = as_enums  # the one conversion, shared with the direct reads (memorybus.views)

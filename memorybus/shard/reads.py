@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from memorybus import views
 from memorybus.errors import InvalidRequest, MemoryNotFound
 from memorybus.graph import entities as graph_entities
 from memorybus.model import MemoryKind, MemoryNode, MemoryStatus, evolve
@@ -20,7 +21,6 @@ from memorybus.retrieval.hits import RecallHit
 from memorybus.retrieval.reader import RecallReader
 from memorybus.scopes import Context, Scope
 from memorybus.shard.job import Job
-from memorybus.transfer import within as scope_within
 from memorybus.validation import is_int
 
 if TYPE_CHECKING:
@@ -105,21 +105,9 @@ class Reads(Job):
         visible = None if context is None else frozenset(s.key for s in context.visible_scopes())
         if scope_key is not None:
             visible = frozenset({scope_key}) if visible is None else visible & {scope_key}
-        now = self.core.clock.now()
-        found = [
-            n
-            for n in self.core.nodes.values()
-            if (visible is None or n.scope.key in visible)
-            and n.status in status_set
-            and (kind_set is None or n.kind in kind_set)
-            and (key_prefix is None or (n.key or "").startswith(key_prefix))
-            and (n.expires_at is None or n.expires_at > now)
-            and (after is None or (n.created_at, n.id) > after)
-            and (since is None or n.created_at >= since)
-            and (until is None or n.created_at < until)
-            and (within is None or scope_within(n.scope, within))
-        ]
-        found.sort(key=lambda n: (n.created_at, n.id))
+        found = views.select(self.core.nodes.values(), self.core.clock.now(), visible=visible,
+                             key_prefix=key_prefix, kinds=kind_set, statuses=status_set, after=after,
+                             within=within, since=since, until=until)  # fmt: skip
         out = [evolve(n) for n in found[:limit] if context is None or n.scope.visible_to(context)]
         self.core.noted(context, "list", out)
         return out

@@ -11,14 +11,13 @@ skipped, so an import rerun writes nothing twice."""
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
-from memorybus.codec import encode_node
+from memorybus import views
 from memorybus.errors import InvalidRequest, VersionConflict
 from memorybus.events import Event
-from memorybus.model import MemoryNode, evolve
+from memorybus.model import MemoryNode
 from memorybus.scopes import Scope
 from memorybus.shard.auditing import OPERATOR
 from memorybus.shard.job import Job
@@ -32,46 +31,25 @@ from memorybus.transfer import (
     id_problem,
     record_digest,
     slot_problem,
-    within,
 )
 
 
 class Transfer(Job):
     # ------------------------------------------------------------------ export
     def export_nodes(self, outer: Scope | None, after: str | None, limit: int) -> tuple[list[bytes], str | None]:
-        """Up to ``limit`` records (id order, after id ``after``) whose scope lies within
-        ``outer``, each encoded with its embedding, version and access statistics; and
-        the id to continue after (None at the end)."""
-        ids = sorted(i for i, n in self.core.nodes.items() if within(n.scope, outer) and (after is None or i > after))
-        page = ids[:limit]
-        self.core.records.flush()  # access statistics travel with the records
-        blobs = [encode_node(n) for n in self.core.store.get_many(page) if n is not None]
-        return blobs, (page[-1] if len(ids) > limit else None)
+        """:func:`memorybus.views.export_nodes` over this shard (access statistics
+        written first: they travel with the records)."""
+        self.core.records.flush()
+        return views.export_nodes(self.core.nodes, self.core.store, outer, after, limit)
 
     def export_events(
         self, outer: Scope | None, scope_key: str | None, after: int, limit: int
     ) -> tuple[list[LoggedEvent], tuple[str, int] | None]:
-        """Up to ``limit`` events of the scopes within ``outer``: scope by scope (sorted
-        keys), in sequence order, starting after ``(scope_key, after)``; and the position
-        to continue from (None at the end)."""
-        scopes = [k for k in self.core.store.event_scopes() if within(Scope.from_key(k), outer)]
-        out: list[LoggedEvent] = []
-        for key in scopes:
-            if scope_key is not None and key < scope_key:
-                continue
-            start = after if key == scope_key else 0
-            while len(out) < limit:
-                events = self.core.store.read_events(key, start, limit - len(out))
-                if not events:
-                    break
-                out += [(key, seq, blob) for seq, blob in events]
-                start = events[-1][0]
-            if len(out) >= limit:
-                return out, (key, start)
-        return out, None
+        """:func:`memorybus.views.export_events` over this shard's store."""
+        return views.export_events(self.core.store, outer, scope_key, after, limit)
 
     def export_slots(self, outer: Scope | None) -> list[Slot]:
-        return [s for s in self.core.store.all_slots() if within(Scope.from_key(s[0]), outer)]
+        return views.export_slots(self.core.store, outer)
 
     # ------------------------------------------------------------------ import
     def import_conflicts(
@@ -188,43 +166,13 @@ class Transfer(Job):
 
     # --------------------------------------------------------------- inspection
     def stats(self) -> dict[str, Any]:
-        """Counts of this shard: memories per scope, kind and status; event logs; facts."""
-        by_scope: Counter[str] = Counter()
-        by_kind: Counter[str] = Counter()
-        by_status: Counter[str] = Counter()
-        for node in self.core.nodes.values():
-            by_scope[node.scope.key] += 1
-            by_kind[node.kind.value] += 1
-            by_status[node.status.value] += 1
-        scopes = self.core.store.event_scopes()
-        return {
-            "shard": self.core.name,
-            "memories": len(self.core.nodes),
-            "by_scope": dict(by_scope),
-            "by_kind": dict(by_kind),
-            "by_status": dict(by_status),
-            "events": sum(self.core.store.last_seq(k) for k in scopes),
-            "facts": len(self.core.store.all_slots()),
-            "backend": self.core.store.backend,
-        }
+        """Counts of this shard (:func:`memorybus.views.shard_stats`)."""
+        return views.shard_stats(self.core.name, self.core.nodes, self.core.store)
 
     def inspect(self, memory_id: str, limit: int = 200) -> tuple[MemoryNode, list[Event]] | None:
-        """One memory as stored (no embedding) and the events of its history: its keyed
-        fact's assertions, or the events of its scope that name it (latest ``limit``)."""
-        node = self.core.nodes.get(memory_id)
-        if node is None:
-            return None
-        if node.key:
-            blobs = self.core.store.fact_events(node.scope.key, node.key)
-        else:
-            blobs, after = [], 0
-            while batch := self.core.store.read_events(node.scope.key, after, 1000):
-                blobs += [(s, b) for s, b in batch if memory_id.encode() in b]
-                after = batch[-1][0]
-        events = [Event.decode(blob, seq) for seq, blob in blobs]
-        return evolve(node), [e for e in events if e.node.id == memory_id or node.key][-limit:]
+        """:func:`memorybus.views.inspect` over this shard."""
+        return views.inspect(self.core.nodes, self.core.store, memory_id, limit)
 
     def peek(self, ids: Sequence[str]) -> list[MemoryNode]:
         """The memories of ``ids`` held here (no embeddings), for provenance."""
-        return [evolve(self.core.nodes[i]) for i in ids if i in self.core.nodes]
-
+        return views.peek(self.core.nodes, ids)

@@ -12,6 +12,7 @@ import os
 import sqlite3
 import threading
 from typing import TYPE_CHECKING, Any
+from urllib.parse import quote
 
 from memorybus.errors import StoreUnavailable
 from memorybus.storage.sqlite import fetch_all
@@ -21,9 +22,20 @@ if TYPE_CHECKING:
 
 
 class SqliteKV:
-    def __init__(self, path: str | os.PathLike[str]) -> None:
+    def __init__(self, path: str | os.PathLike[str], *, read_only: bool = False) -> None:
+        """``read_only``: open an existing file for reading only (nothing created or
+        written, no checkpoint on close; a write raises StoreUnavailable)."""
         self.path = os.fspath(path)
         self._lock = threading.Lock()
+        self.read_only = read_only
+        if read_only:
+            try:
+                uri = f"file:{quote(os.path.abspath(self.path))}?mode=ro"
+                self._db = sqlite3.connect(uri, uri=True, isolation_level=None, check_same_thread=False)
+                self._db.execute("SELECT 1 FROM kv LIMIT 1").fetchall()
+            except sqlite3.Error as exc:
+                raise StoreUnavailable("sqlite", f"{self.path}: {exc}") from None
+            return
         try:
             os.makedirs(os.path.dirname(os.path.abspath(self.path)), exist_ok=True)
             self._db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
@@ -68,7 +80,8 @@ class SqliteKV:
     def close(self) -> None:
         """Checkpoint the WAL into the main file, then close."""
         with self._lock, contextlib.suppress(sqlite3.Error):
-            self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            if not self.read_only:
+                self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
             self._db.close()
 
 

@@ -18,6 +18,7 @@ import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
+from urllib.parse import quote
 
 import msgpack
 
@@ -96,16 +97,32 @@ class SqliteStore(SqliteAudit, SqliteErasure):
         *,
         op_retention: float = DEFAULT_OP_RETENTION,
         timeout: float = 30.0,
+        read_only: bool = False,
     ) -> None:
         """``timeout``: how long a write waits for a lock another connection holds
         before StoreUnavailable. Reads use a connection of their own: in WAL mode they
-        see the last commit and never wait for a writer."""
+        see the last commit and never wait for a writer.
+
+        ``read_only``: open an existing file for reading only (SQLite's ``mode=ro``):
+        nothing is created, no schema or pragma written, no checkpoint on close; every
+        write raises StoreUnavailable. SQLite may still create the ``-wal``/``-shm``
+        side files it needs to read a WAL database."""
         self.path = os.fspath(path)
         self.op_retention = float(op_retention)
         self._timeout_ms = max(1, int(timeout * 1000))
         self._pruned = 0.0
         self._lock = threading.RLock()  # the writer connection
         self._rlock = threading.Lock()  # the reader connection
+        self.read_only = read_only
+        if read_only:
+            try:
+                uri = f"file:{quote(os.path.abspath(self.path))}?mode=ro"
+                self._db = self._reader = sqlite3.connect(uri, uri=True, isolation_level=None,
+                                                          check_same_thread=False, timeout=timeout)
+                self._reader.execute("SELECT 1 FROM nodes LIMIT 1").fetchall()  # a records file, readable
+            except sqlite3.Error as exc:
+                raise StoreUnavailable("sqlite", f"{self.path}: {exc}") from None
+            return
         try:
             os.makedirs(os.path.dirname(os.path.abspath(self.path)), exist_ok=True)
             self._db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False, timeout=timeout)
@@ -365,6 +382,8 @@ class SqliteStore(SqliteAudit, SqliteErasure):
         file alone holds every committed write (no ``-wal`` file is left)."""
         with self._rlock, contextlib.suppress(sqlite3.Error):
             self._reader.close()
+        if self.read_only:
+            return
         with self._lock, contextlib.suppress(sqlite3.Error):
             self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
             self._db.close()

@@ -101,10 +101,14 @@ def test_long_requests_are_batched_by_length_and_returned_in_order(embedder, mon
         assert min(map(len, longer)) >= max(map(len, shorter))
 
 
-def test_lean_path_gives_the_sentence_transformers_vectors(embedder):
-    """The lean forward pass (transformer + mean pooling + normalisation run directly)
-    must return what ``SentenceTransformer.encode`` returns, for every kind of text."""
-    assert embedder._lean is not None  # all-MiniLM-L6-v2 qualifies
+def test_lean_path_gives_the_sentence_transformers_vectors(embedder, model_path):
+    """The lean model (loaded by transformers without sentence-transformers; transformer
+    + mean pooling + normalisation run directly) must return what
+    ``SentenceTransformer.encode`` returns, for every kind of text."""
+    from sentence_transformers import SentenceTransformer
+
+    assert embedder._lean is not None and embedder.model is None  # all-MiniLM-L6-v2 qualifies
+    assert embedder.dim == 384 and embedder._lean[2] == 256
     texts = [
         "  padded with spaces  ",
         "",
@@ -114,10 +118,33 @@ def test_lean_path_gives_the_sentence_transformers_vectors(embedder):
         "tabs\tand\nnewlines",
         *(f"memory number {i} " * (i % 13 + 1) for i in range(70)),  # several length-sorted batches
     ]
-    reference = embedder.model.encode(texts, batch_size=32, normalize_embeddings=True, convert_to_numpy=True)
+    st = SentenceTransformer(model_path, device="cpu")
+    reference = st.encode(texts, batch_size=32, normalize_embeddings=True, convert_to_numpy=True)
     lean = embedder._forward(list(texts))
     assert lean.shape == reference.shape
     assert np.abs(lean - reference).max() < 1e-5
+    assert [embedder.tokenizer_count(t) for t in texts[:4]] == [
+        len(st.tokenizer(t, add_special_tokens=False)["input_ids"]) for t in texts[:4]]
+
+
+def test_a_model_with_other_settings_is_not_loaded_lean(model_path, tmp_path):
+    """Only a model lean loading reproduces exactly skips SentenceTransformer."""
+    import json
+    import shutil
+
+    from memorybus.embedding import lean_spec
+
+    assert lean_spec(model_path) == 256
+    copy = tmp_path / "m"
+    shutil.copytree(model_path, copy)
+    config = json.loads((copy / "sentence_bert_config.json").read_text())
+    (copy / "sentence_bert_config.json").write_text(json.dumps({**config, "do_lower_case": True}))
+    assert lean_spec(str(copy)) is None
+    (copy / "sentence_bert_config.json").write_text(json.dumps(config))
+    pooling = json.loads((copy / "1_Pooling" / "config.json").read_text())
+    (copy / "1_Pooling" / "config.json").write_text(json.dumps({**pooling, "pooling_mode_cls_token": True}))
+    assert lean_spec(str(copy)) is None
+    assert lean_spec(str(tmp_path / "nowhere")) is None
 
 
 

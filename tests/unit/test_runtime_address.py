@@ -37,3 +37,15 @@ def test_the_embedder_pool_spreads_a_call_over_every_replica():
     assert shares == [["t0", "t1", "t2"], ["t3", "t4", "t5"], ["t6"]]  # in order: rows match texts
     assert spread(texts[:2], 4) == [["t0"], ["t1"]] and spread([], 2) == []
     assert spread(texts, 1) == [texts]
+
+
+def test_asking_whether_this_is_a_worker_before_ray_starts_starts_nothing():
+    """connect loads the query model while Ray starts (client.life.open_bus): the check it
+    makes first must not start a Ray of its own (Ray's runtime context would)."""
+    import subprocess
+    import sys
+
+    script = ("import ray\nfrom memorybus.actors import runtime\n"
+              "print(runtime.in_ray_worker(), ray.is_initialized())")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=False)
+    assert done.stdout.split() == ["False", "False"], done.stderr
