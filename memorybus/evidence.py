@@ -40,7 +40,11 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from memorybus.codec import decode, encode
+from memorybus.errors import MemoryBusError
 from memorybus.salience import SECONDS_PER_DAY
+
+_KIND = "evidence"
 
 MAX_CLAIMS = 24
 MAX_GONE = 8
@@ -92,7 +96,25 @@ class KeyEvidence:
     gone: tuple[tuple[str, float], ...] = ()
     tally: Mapping[str, tuple[float, float, float]] = field(default_factory=dict)
 
+    def latest(self) -> float:
+        """The time of the newest evidence held (what grades are decayed to)."""
+        return max([self.since, *(c.at for c in self.claims), *(t for _, _, t in self.tally.values())])
+
     # ------------------------------------------------------------- encoding
+    def encode(self) -> bytes:
+        return encode(_KIND, self.to_plain())
+
+    @classmethod
+    def decode(cls, blob: bytes | None) -> KeyEvidence:
+        """The stored record; an unreadable one (another schema) counts as none: evidence
+        only weighs assertions, it never decides what a fact's history holds."""
+        if not blob:
+            return cls()
+        try:
+            return cls.from_plain(decode(blob, _KIND))
+        except (MemoryBusError, ValueError, TypeError, KeyError):
+            return cls()
+
     def to_plain(self) -> dict[str, Any]:
         return {"h": self.head, "s": self.since,
                 "c": [[c.source, c.value, c.confidence, c.at, c.grade] for c in self.claims],
@@ -146,18 +168,24 @@ def _stale_factor(ev: KeyEvidence, c: Claim, stale_half_life_days: float) -> flo
     return 1.0
 
 
-def support(
-    ev: KeyEvidence,
-    calibrate: Calibrate,
-    *,
-    half_life_days: float,
-    stale_half_life_days: float,
-    grace_days: float,
-    reassert: float = REASSERT,
-    without: str | None = None,
-) -> dict[str, float]:
+@dataclass(frozen=True, slots=True)
+class Weighing:
+    """How evidence is weighed (defaults tuned on the simulation, see the README):
+    ``half_life_days`` of support; ``stale_half_life_days``: how fast a report of a
+    gone value regains weight; ``grace_days``: how long before a challenge a report
+    of the head still counts against it; ``reassert``: what a re-assertion of the
+    head counts for (it may repeat what the source read)."""
+
+    half_life_days: float = 30.0
+    stale_half_life_days: float = 1.0
+    grace_days: float = 1.0
+    reassert: float = REASSERT
+
+
+def support(ev: KeyEvidence, calibrate: Calibrate, weighing: Weighing, without: str | None = None) -> dict[str, float]:
     """Each candidate value's support (summed log-odds) in ``ev``; ``without``: leave
     that source's claims out."""
+    half_life_days, stale_half_life_days = weighing.half_life_days, weighing.stale_half_life_days
     latest: dict[str, Claim] = {}
     for c in ev.claims:  # oldest first: a source's newest claim stands
         if c.source != without:
@@ -170,10 +198,10 @@ def support(
     scores: dict[str, float] = {}
     for c in latest.values():
         if c.value == ev.head:
-            if c.at < ev.since or (onset is not None and c.at < onset - grace_days * SECONDS_PER_DAY):
+            if c.at < ev.since or (onset is not None and c.at < onset - weighing.grace_days * SECONDS_PER_DAY):
                 w = 0.0  # an old report of the head says nothing against a later change
             else:  # a re-assertion of the head may repeat what the source read: it counts less
-                w = 1.0 if c.at <= ev.since else reassert
+                w = 1.0 if c.at <= ev.since else weighing.reassert
         else:
             w = _stale_factor(ev, c, stale_half_life_days)
         weight = w * log_odds(calibrate(c.source, c.confidence)) * decay(now - c.at, half_life_days)
@@ -197,37 +225,40 @@ def observe(
     ev: KeyEvidence,
     claim: Claim,
     calibrate: Calibrate,
+    weighing: Weighing = Weighing(),
     *,
-    half_life_days: float = 30.0,
-    stale_half_life_days: float = 1.0,
-    grace_days: float = 1.0,
+    decided: bool | None = None,
 ) -> Outcome:
-    """Add ``claim`` to ``ev`` and decide whether its value is the fact's value now."""
-    knobs = {"half_life_days": half_life_days, "stale_half_life_days": stale_half_life_days,
-             "grace_days": grace_days}
+    """Add ``claim`` to ``ev`` and decide whether its value is the fact's value now.
+
+    ``decided``: another strategy's decision, which the record then follows (the
+    evidence is kept whatever strategy resolves the fact, so the sources keep
+    being graded and a later switch of strategy starts informed)."""
     if not ev.head:  # the first value of the fact
         first = replace(claim, grade=0)
         return Outcome(True, "first value", KeyEvidence(claim.value, claim.at, (first,), (), dict(ev.tally)))
     held = (*ev.claims, replace(claim, grade=0))
     cur = replace(ev, claims=held)
-    winner = _winner(support(cur, calibrate, **knobs), ev.head, claim.value)
+    winner = _winner(support(cur, calibrate, weighing), ev.head, claim.value)
     if claim.value == ev.head:
         new_wins, reason = True, "evidence: reinforced"
     elif winner == claim.value:
         new_wins, reason = True, "evidence: more support"
     else:
-        stale = _stale_factor(cur, claim, stale_half_life_days) < 0.5
+        stale = _stale_factor(cur, claim, weighing.stale_half_life_days) < 0.5
         new_wins, reason = False, "evidence: stale" if stale else "evidence: less support"
+    if decided is not None and claim.value != ev.head:
+        new_wins = decided
     if new_wins and claim.value != ev.head:
         went = min((c.at for c in held if c.value == claim.value and c.at >= ev.since), default=claim.at)
         went = max(went, ev.since)
         gone = tuple(g for g in ev.gone if g[0] != ev.head and g[0] != claim.value)
         cur = KeyEvidence(claim.value, went, held, (*gone, (ev.head, went))[-MAX_GONE:], ev.tally)
-    cur = _grade(cur, calibrate, knobs)
-    return Outcome(new_wins, reason, _trim(cur, half_life_days))
+    cur = _grade(cur, calibrate, weighing)
+    return Outcome(new_wins, reason, _trim(cur, weighing.half_life_days))
 
 
-def _grade(ev: KeyEvidence, calibrate: Calibrate, knobs: Mapping[str, float]) -> KeyEvidence:
+def _grade(ev: KeyEvidence, calibrate: Calibrate, weighing: Weighing) -> KeyEvidence:
     """Grade the claims of the current episode against the winner without their own
     source's vote; earlier claims keep their grades."""
     claims = list(ev.claims)
@@ -235,7 +266,7 @@ def _grade(ev: KeyEvidence, calibrate: Calibrate, knobs: Mapping[str, float]) ->
     for i, c in enumerate(claims):
         if c.at < ev.since and c.value != ev.head:
             continue  # an earlier episode's claim: its grade stands
-        others = _winner(support(ev, calibrate, without=c.source, **knobs), ev.head, newest)  # type: ignore[arg-type]
+        others = _winner(support(ev, calibrate, weighing, without=c.source), ev.head, newest)
         grade = 0 if others is None else (1 if others == c.value else -1)
         if grade != c.grade:
             claims[i] = replace(c, grade=grade)

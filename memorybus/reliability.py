@@ -19,6 +19,7 @@ evidence stored with its fact slots, so it is as durable as they are.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Mapping
 from typing import Any
 
@@ -34,9 +35,14 @@ class Reliabilities:
     def __init__(self, half_life_days: float = 30.0) -> None:
         self.half_life_days = half_life_days
         self._orgs: dict[str, dict[str, tuple[float, float, float]]] = {}
+        self._lock = threading.Lock()  # a shard applies on its write thread, reads on another
 
     def apply(self, org: str, old: Tally, new: Tally) -> None:
         """Replace one fact's contribution ``old`` by ``new`` in ``org``'s table."""
+        with self._lock:
+            self._apply(org, old, new)
+
+    def _apply(self, org: str, old: Tally, new: Tally) -> None:
         table = self._orgs.setdefault(org, {})
         for source in set(old) | set(new):
             a0, b0, t0 = old.get(source, (0.0, 0.0, 0.0))
@@ -65,11 +71,18 @@ class Reliabilities:
     def snapshot(self, org: str, now: float) -> dict[str, dict[str, Any]]:
         """``{source: {"reliability", "agree", "disagree"}}`` for ``org`` at ``now``."""
         out = {}
-        for source in sorted(self._orgs.get(org, {})):
+        with self._lock:
+            sources = sorted(self._orgs.get(org, {}))
+        for source in sources:
             a, b = self.grades(org, source, now)
             out[source] = {"reliability": round((1.0 + a) / (2.0 + a + b), 4), "agree": round(a, 3),
                            "disagree": round(b, 3)}
         return out
+
+    def latest(self, org: str) -> float:
+        """The time of ``org``'s newest grade (grades decay in the facts' own time)."""
+        with self._lock:
+            return max((at for _, _, at in self._orgs.get(org, {}).values()), default=0.0)
 
     def orgs(self) -> list[str]:
         return sorted(self._orgs)

@@ -22,7 +22,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from memorybus.conflicts import AUTHORITY_TAG, Strategy, resolve
-from memorybus.evidence import Claim, KeyEvidence, observe
+from memorybus.evidence import Claim, KeyEvidence, Weighing, observe
 from memorybus.model import MemoryNode
 from memorybus.reliability import Reliabilities
 from memorybus.scopes import Scope
@@ -70,7 +70,7 @@ class Replay:
                 heads[a.key] = node
         ev = self.evidence.get(a.key, KeyEvidence())
         out = observe(ev, Claim(a.source, a.value, a.confidence, at),
-                      self.reliabilities.calibrator(a.org, at), half_life_days=self.half_life_days)
+                      self.reliabilities.calibrator(a.org, at), Weighing(self.half_life_days))
         self.reliabilities.apply(a.org, ev.grades(at, self.half_life_days),
                                  out.record.grades(at, self.half_life_days))
         self.evidence[a.key] = out.record
@@ -95,8 +95,8 @@ def oracle(reports: Iterable[tuple[str, float]], truth: str, previous: str | Non
 
     def loglik(x: str) -> float:
         total = 0.0
-        for v, r in rows:
-            r = min(max(r, 1e-6), 1 - 1e-6)
+        for v, stated in rows:
+            r = min(max(stated, 1e-6), 1 - 1e-6)
             if v == x:
                 total += math.log(r)
             elif previous is not None and x != previous:

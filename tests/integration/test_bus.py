@@ -47,7 +47,8 @@ def test_sixteen_concurrent_writers_lose_no_update(bus):
         out = []
         for i in range(200):
             r = b.assert_fact(key, values[(w + i) % len(values)], ctx, scope="org",
-                              confidence=0.3 + 0.07 * ((w * 13 + i) % 10), valid_from=1_700_000_000 + i)
+                              confidence=0.3 + 0.07 * ((w * 13 + i) % 10), valid_from=1_700_000_000 + i,
+                              strategy="confidence_weighted")
             out.append(r.write_id)
         return out
 
