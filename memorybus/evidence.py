@@ -22,8 +22,9 @@ The model, in short:
 - The head's support against a challenger counts only its claims made around
   or after the challenge (within ``grace`` of it): an old report of the head
   says nothing against a later change.
-- Grading: a claim agrees with its episode's winner or disagrees with it,
-  judged without that source's own vote (a lone claim is not graded). Grades
+- Grading: a claim of a value other than its episode's winner disagrees; a
+  claim of the winner agrees when another source supports the winner too (a
+  source's own vote never confirms it; a lone claim is not graded). Grades
   of claims still held are provisional (later evidence can reverse them);
   older ones are folded into per-source tallies. The tallies, summed per org,
   are the sources' learned reliability.
@@ -259,15 +260,19 @@ def observe(
 
 
 def _grade(ev: KeyEvidence, calibrate: Calibrate, weighing: Weighing) -> KeyEvidence:
-    """Grade the claims of the current episode against the winner without their own
-    source's vote; earlier claims keep their grades."""
+    """Grade the claims of the current episode against its winner: a claim of another
+    value disagrees; a claim of the winner agrees if some other source supports the
+    winner too (a source never confirms itself). Earlier claims keep their grades."""
     claims = list(ev.claims)
     newest = claims[-1].value if claims else ev.head
+    winner = _winner(support(ev, calibrate, weighing), ev.head, newest)
     for i, c in enumerate(claims):
         if c.at < ev.since and c.value != ev.head:
             continue  # an earlier episode's claim: its grade stands
-        others = _winner(support(ev, calibrate, weighing, without=c.source), ev.head, newest)
-        grade = 0 if others is None else (1 if others == c.value else -1)
+        if c.value == winner:  # agreement counts when another source supports the winner too
+            grade = 1 if support(ev, calibrate, weighing, without=c.source).get(winner, 0.0) > 0 else 0
+        else:
+            grade = 0 if winner is None else -1
         if grade != c.grade:
             claims[i] = replace(c, grade=grade)
     return replace(ev, claims=tuple(claims))
