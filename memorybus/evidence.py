@@ -266,11 +266,14 @@ def _grade(ev: KeyEvidence, calibrate: Calibrate, weighing: Weighing) -> KeyEvid
     claims = list(ev.claims)
     newest = claims[-1].value if claims else ev.head
     winner = _winner(support(ev, calibrate, weighing), ev.head, newest)
+    backed: dict[str, bool] = {}  # source -> does another source support the winner
     for i, c in enumerate(claims):
         if c.at < ev.since and c.value != ev.head:
             continue  # an earlier episode's claim: its grade stands
         if c.value == winner:  # agreement counts when another source supports the winner too
-            grade = 1 if support(ev, calibrate, weighing, without=c.source).get(winner, 0.0) > 0 else 0
+            if c.source not in backed:
+                backed[c.source] = support(ev, calibrate, weighing, without=c.source).get(winner, 0.0) > 0
+            grade = 1 if backed[c.source] else 0
         else:
             grade = 0 if winner is None else -1
         if grade != c.grade:
