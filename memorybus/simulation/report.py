@@ -4,6 +4,11 @@ Methods graded: ``recall`` (top-1 / top-5 of the hits), ``current_fact``,
 ``context_for`` (a line of the prompt block states the answer), ``pushed`` (the
 value the agent's subscriptions pushed to it) and ``no_bus`` (the baseline: the
 agent's own observations only, newest first, perfectly remembered).
+
+``truth``: every conflict strategy replayed on the assertions the bus
+acknowledged, as a share of the oracle's ceiling (:mod:`memorybus.simulation.replay`),
+the wrong answers per question kind and method with their reason, and for the
+changes no non-observer ever answered correctly, why.
 """
 
 from __future__ import annotations
