@@ -21,11 +21,16 @@ from memorybus.simulation.settings import SimConfig
 from memorybus.simulation.world import generate
 
 
-def run(seed: int, agents: int = 24, users: int = 8, orgs: int = 2, days: int = 30) -> dict[str, list[int]]:
+def run(seed: int, agents: int = 24, users: int = 8, orgs: int = 2, days: int = 30,
+        overconfident: int = 0) -> dict[str, list[int]]:
+    """``overconfident``: that many of each org's least reliable agents state .95 whatever
+    they know (the simulation's agents state their reliability; these do not)."""
     cfg = SimConfig(agents=agents, users=users, orgs=orgs, days=days, seed=seed)
     world = generate(cfg.orgs, cfg.users, cfg.days, cfg.seed)
     specs = roster(cfg, world)
     by_name = {a.name: a for a in specs}
+    loud = {a.name for o in world.orgs
+            for a in sorted((a for a in specs if a.org == o.id), key=lambda a: a.reliability)[:overconfident]}
     planner = Planner(cfg, world, specs)
     replay = Replay()
     graded: dict[tuple[str, int], dict[str, object]] = {}
@@ -38,7 +43,8 @@ def run(seed: int, agents: int = 24, users: int = 8, orgs: int = 2, days: int = 
             a = planner.assertions[w.id]
             a.acked = True
             spec = by_name[name]
-            replay.feed(Seen(w.key, spec.org, w.value, name, w.confidence, w.day, spec.lead))
+            stated = 0.95 if name in loud else w.confidence
+            replay.feed(Seen(w.key, spec.org, w.value, name, stated, w.day, spec.lead))
             asserted[(w.key, a.version)].append((w.value, spec.reliability, a.correct))
             written.add(w.key)
         day = (step + 1) * cfg.step_days
@@ -71,10 +77,12 @@ def _seeds(text: str) -> list[int]:
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__)
     p.add_argument("--seeds", default="0-4")
+    p.add_argument("--overconfident", type=int, default=0,
+                   help="per org, this many of the least reliable agents state .95 (default 0)")
     args = p.parse_args()
     total: dict[str, list[int]] = defaultdict(lambda: [0, 0, 0, 0])
     for seed in _seeds(args.seeds):
-        res = run(seed)
+        res = run(seed, overconfident=args.overconfident)
         for k, v in res.items():
             total[k] = [a + b for a, b in zip(total[k], v, strict=True)]
     o = total["oracle"]
