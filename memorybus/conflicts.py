@@ -26,6 +26,7 @@ class Strategy(str, Enum):
     CONFIDENCE_WEIGHTED = "confidence_weighted"
     RECENCY = "recency"
     AUTHORITY = "authority"
+    EVIDENCE = "evidence"
 
     @classmethod
     def parse(cls, value: Strategy | str) -> Strategy:
@@ -62,6 +63,10 @@ def resolve(
     - ``recency``: the fact valid from later wins; a tie goes to the new write.
     - ``authority``: a fact tagged ``authority`` (written by an authority agent or
       role) beats one that is not; between equals, ``confidence_weighted``.
+
+    ``evidence`` weighs every assertion of the key, not a pair: the shard resolves
+    it with :func:`memorybus.evidence.observe`; given here, it compares as
+    ``confidence_weighted``.
     """
     if current is None:
         return Decision(True, "first value")

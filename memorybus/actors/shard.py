@@ -208,6 +208,11 @@ class ShardActor(OperatorCalls):
         return self._read(lambda shard: shard.history(context, key, scope))
 
     @ray.method(concurrency_group="reads")
+    def source_reliability(self, context: Context) -> dict[str, dict[str, Any]]:
+        context = self._gate.admit(context, "source_reliability", write=False)
+        return self._read(lambda shard: shard.source_reliability(context))
+
+    @ray.method(concurrency_group="reads")
     def broadcast_source(self, context: Context, memory_id: str, to: str) -> MemoryNode:
         context = self._gate.admit(context, "broadcast", write=True)
         return self._read(lambda shard: shard.broadcast_source(context, memory_id, to))

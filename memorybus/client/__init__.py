@@ -96,6 +96,7 @@ class MemoryBus:
     remember_fact, remember_fact_async = operations(facts.remember_fact, "write")
     current_fact, current_fact_async = operations(facts.current_fact, "read")
     history, history_async = operations(facts.history, "read")
+    source_reliability, source_reliability_async = operations(facts.source_reliability, "read")
     broadcast, broadcast_async = operations(facts.broadcast, "write")
 
     subscribe, subscribe_async = operations(subscriptions.subscribe, 120)

@@ -17,6 +17,7 @@ from memorybus.conflicts import Strategy
 from memorybus.errors import InvalidMemory, InvalidRequest
 from memorybus.events import Event
 from memorybus.model import MemoryKind, MemoryNode
+from memorybus.reliability import merge
 from memorybus.scopes import Context, Level, Scope
 from memorybus.shard import FactResult
 from memorybus.shard.ops import new_op, tag_op
@@ -171,6 +172,19 @@ def history(bus: MemoryBus, key: str, context: Context, *, scope: Any = None) ->
     shard = bus._shard_handles()[bus._router.shard_for(target.key)]
     (events,) = yield [shard.history.remote(context, _check_key(key), target)]
     return events
+
+
+def source_reliability(bus: MemoryBus, context: Context) -> Op[dict[str, dict[str, Any]]]:
+    """What the bus has learned about the sources of ``context``'s org: per source,
+    ``reliability`` (the mean of a Beta posterior from a neutral 0.5: how often its
+    assertions agreed with what the bus resolved without its vote), and the decayed
+    ``agree`` and ``disagree`` grades behind it, summed over every shard. An agent
+    reads its own org's; the operator names the org with ``Context(org)``. Weighing
+    an assertion, the bus calibrates the stated confidence by these grades
+    (see :mod:`memorybus.reliability`)."""
+    check_context(context)
+    parts = yield [s.source_reliability.remote(context) for s in bus._shard_handles()]
+    return merge(list(parts))
 
 
 # -------------------------------------------------------------- broadcast

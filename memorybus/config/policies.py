@@ -40,10 +40,12 @@ def _count(value: Any, low: int = 1) -> bool:
 class BusPolicy:
     """How the bus resolves keyed facts, deduplicates and fans out events.
 
-    - ``strategy``: default conflict strategy (``confidence_weighted``, ``recency``,
-      ``authority``); ``authorities``: agent names, or ``role:<name>``, whose
+    - ``strategy``: default conflict strategy: ``evidence`` (every assertion since the
+      last change weighed, sources' reliability learned: :mod:`memorybus.evidence`),
+      ``confidence_weighted``, ``recency``, ``authority``; ``authorities``: agent names, or ``role:<name>``, whose
       assertions win under ``authority`` and who may broadcast anyone's memory.
-    - ``fact_half_life_days``: how fast an older fact's confidence stops counting.
+    - ``fact_half_life_days``: how fast an older fact's confidence, an assertion's
+      support and a source's learned reliability stop counting.
     - ``near_duplicate``: cosine at or above which a new semantic/procedural memory
       in the same scope is a duplicate of an existing one and not stored again.
     - ``repeat_window_seconds``: an episodic memory repeating the words of one in the
@@ -68,7 +70,7 @@ class BusPolicy:
     - ``judge``: the pluggable contradiction judge (see ``bus.conflicts``).
     """
 
-    strategy: str = "confidence_weighted"
+    strategy: str = "evidence"
     authorities: tuple[str, ...] = ()
     fact_half_life_days: float = 30.0
     near_duplicate: float = 0.97
@@ -90,7 +92,7 @@ class BusPolicy:
 
     def __post_init__(self) -> None:
         _require(
-            self.strategy in ("confidence_weighted", "recency", "authority"),
+            self.strategy in ("evidence", "confidence_weighted", "recency", "authority"),
             "bus.strategy",
             f"unknown strategy {self.strategy!r}",
         )

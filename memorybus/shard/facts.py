@@ -4,16 +4,19 @@ committed with compare-and-set on the fact's slot, the current value, the histor
 from __future__ import annotations
 
 import contextlib
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from memorybus.conflicts import AUTHORITY_TAG, Strategy, resolve
+from memorybus.conflicts import AUTHORITY_TAG, Decision, Strategy, resolve
 from memorybus.errors import InvalidMemory, InvalidRequest, ScopeViolation, VersionConflict
 from memorybus.events import Event, EventKind
+from memorybus.evidence import Claim, KeyEvidence, Weighing, observe
 from memorybus.model import MemoryNode, MemoryStatus, evolve
+from memorybus.reliability import Reliabilities
 from memorybus.scopes import Context, Scope
 from memorybus.shard.job import Job
 from memorybus.shard.records import content_hash
@@ -39,6 +42,33 @@ class FactResult:
 
 
 class Facts(Job):
+    """Keyed facts. Every assertion is also weighed as evidence (:mod:`memorybus.evidence`),
+    whatever the strategy: the record is stored with the fact's slot in the assertion's
+    transaction, and the per-org source reliabilities (:mod:`memorybus.reliability`) are
+    derived from the records, rebuilt from the store on first use after a restart."""
+
+    _reliabilities: Reliabilities | None = None
+    _building = threading.Lock()
+
+    def reliabilities(self) -> Reliabilities:
+        """The per-org table, built from the stored evidence on first use."""
+        with self._building:
+            if self._reliabilities is None:
+                book = Reliabilities(self.core.policy.fact_half_life_days)
+                for scope_key, _, blob in self.core.store.all_evidence():
+                    ev = KeyEvidence.decode(blob)
+                    book.apply(Scope.from_key(scope_key).org, {}, ev.grades(ev.latest(), book.half_life_days))
+                self._reliabilities = book
+            return self._reliabilities
+
+    def source_reliability(self, context: Context) -> dict[str, dict[str, Any]]:
+        """The learned reliability of the sources of ``context``'s org, as this shard
+        graded them on its facts (the client adds the shards' grades up); decayed to
+        the org's newest evidence. Never another org's."""
+        context = self.core.check_context(context)
+        book = self.reliabilities()
+        return book.snapshot(context.org, book.latest(context.org))
+
     # ------------------------------------------------------------- keyed facts
     def assert_fact(
         self,
@@ -102,7 +132,7 @@ class Facts(Job):
     ) -> list[FactResult]:
         """One optimistic attempt: read the slots, resolve in order, commit with CAS."""
         event = self.core.event
-        slots: dict[tuple[str, str], list[Any]] = {}  # -> [head_id, seq0, current, count]
+        slots: dict[tuple[str, str], list[Any]] = {}  # -> [head_id, seq0, current, count, evidence, before]
         puts: dict[str, MemoryNode] = {}
         updates: dict[str, tuple[MemoryNode, int]] = {}
         events: list[Event] = []
@@ -120,15 +150,18 @@ class Facts(Job):
         for new in prepared:
             slot_key = (new.scope.key, new.key or "")  # every prepared fact has a key
             if slot_key not in slots:
-                head_id, seq0 = self.core.store.slot(*slot_key)
+                head_id, seq0, blob = self.core.store.fact_slot(*slot_key)
                 head = self.core.store.get(head_id) if head_id else None
                 if head is not None and (head.scope.key, head.key) != slot_key:
                     head = None  # a head of another scope or key is never this fact's value
-                slots[slot_key] = [head_id, seq0, head, 0]
+                before = KeyEvidence.decode(blob)
+                slots[slot_key] = [head_id, seq0, head, 0, before, before]
             state = slots[slot_key]
             current: MemoryNode | None = state[2]
             state[3] += 1
             fact_seq = state[1] + state[3]
+            evidence = _synced(state[4], current)
+            claim = Claim(new.source, content_hash(new), new.confidence, new.valid_from)
             if (
                 current is not None
                 and current.status is MemoryStatus.ACTIVE
@@ -143,11 +176,18 @@ class Facts(Job):
                 )
                 stage(reinforced)
                 state[2] = reinforced
+                state[4] = self._observe(new, evidence, claim, True).record
                 events.append(event(EventKind.ASSERTED, reinforced, context, now, outcome="reinforced",
                                           fact_seq=fact_seq, write=new.id))
                 results.append(FactResult(reinforced, True, None, "reinforced", fact_seq, new.id))
                 continue
-            decision = resolve(current, new, strategy, half_life_days=self.core.policy.fact_half_life_days)
+            if strategy is Strategy.EVIDENCE:
+                weighed = self._observe(new, evidence, claim, None)
+                decision = Decision(current is None or weighed.new_wins, weighed.reason)
+            else:
+                decision = resolve(current, new, strategy, half_life_days=self.core.policy.fact_half_life_days)
+                weighed = self._observe(new, evidence, claim, current is None or decision.new_wins)
+            state[4] = weighed.record
             fact = evolve(new, fact_seq=fact_seq)
             bump = 0 if current is not None and (current.id in puts or current.id in updates) else 1
             if current is None:
@@ -179,12 +219,25 @@ class Facts(Job):
                 state[0], state[2] = fact.id, fact
             results.append(FactResult(fact, outcome != "rejected", current.id if current else None, outcome,
                                       fact_seq, fact.id))
-        slot_writes = [SlotWrite(sk, k, st[1], st[0], st[3]) for (sk, k), st in slots.items()]
+        slot_writes = [SlotWrite(sk, k, st[1], st[0], st[3], st[4].encode()) for (sk, k), st in slots.items()]
         changed = list(puts.values()) + [u for u, _ in updates.values()]
         final = {n.id: n for n in changed}
         answer = [evolve(r, node=final.get(r.node.id, r.node).without_embedding()) for r in results]
         batch = WriteBatch(puts=list(puts.values()), updates=list(updates.values()), slots=slot_writes)
-        return self.core.commit(call, batch, events, answer, self.core.apply_changed(changed))
+        apply = self.core.apply_changed(changed)
+        learned = [(Scope.from_key(sk).org, st[5], st[4]) for (sk, _), st in slots.items()]
+
+        def applied() -> None:
+            apply()
+            book, half_life = self.reliabilities(), self.core.policy.fact_half_life_days
+            for org, old, new in learned:
+                book.apply(org, old.grades(old.latest(), half_life), new.grades(new.latest(), half_life))
+
+        return self.core.commit(call, batch, events, answer, applied)
+
+    def _observe(self, new: MemoryNode, evidence: KeyEvidence, claim: Claim, decided: bool | None) -> Any:
+        calibrate = self.reliabilities().calibrator(new.scope.org, claim.at)
+        return observe(evidence, claim, calibrate, Weighing(self.core.policy.fact_half_life_days), decided=decided)
 
     def current_fact(self, context: Context, key: str, scope: Scope) -> MemoryNode | None:
         context = self.core.check_context(context)
@@ -208,3 +261,14 @@ class Facts(Job):
         events = [Event.decode(blob, seq) for seq, blob in self.core.store.fact_events(scope.key, key)]
         self.core.noted(context, "history", [e.node for e in events])
         return events
+
+
+def _synced(ev: KeyEvidence, current: MemoryNode | None) -> KeyEvidence:
+    """The record, its head made the fact's current value (a slot written before
+    evidence was kept, or a head another strategy chose, is followed, not fought)."""
+    if current is None or current.status is not MemoryStatus.ACTIVE:
+        return KeyEvidence(tally=ev.tally, claims=ev.claims) if ev.head else ev
+    value = content_hash(current)
+    if ev.head == value:
+        return ev
+    return KeyEvidence(value, current.valid_from, ev.claims, ev.gone, ev.tally)

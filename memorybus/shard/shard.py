@@ -113,6 +113,7 @@ class Shard:
         self.assert_facts = facts.assert_facts
         self.current_fact = facts.current_fact
         self.history = facts.history
+        self.source_reliability = facts.source_reliability
         self.broadcast_source = broadcasts.broadcast_source
         self.put_broadcast = broadcasts.put_broadcast
         # maintenance

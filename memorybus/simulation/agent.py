@@ -127,7 +127,8 @@ class SimAgent:
         try:
             if w.op == "fact":
                 fr = await self._timed("assert_fact", lambda: self.bus.assert_fact_async(
-                    w.key, w.content, ctx, confidence=w.confidence, strategy=w.strategy, scope=w.level, id=w.id,
+                    w.key, w.content, ctx, confidence=w.confidence,
+                    strategy=None if w.strategy == "default" else w.strategy, scope=w.level, id=w.id,
                     valid_from=when, created_at=when, importance=w.importance, decay_rate=w.decay_rate), 4)
                 node, outcome = fr.node, fr.outcome
             else:

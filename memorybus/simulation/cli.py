@@ -44,6 +44,9 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--address", default=None, help="a running Ray cluster (HOST:PORT); default: start Ray here")
     p.add_argument("--out", default=DEFAULT_OUT, help=f"directory for simulation.json and plots ({DEFAULT_OUT})")
     p.add_argument("--shards", type=int, default=2, help="memory shards (default 2)")
+    p.add_argument("--strategy", default=None, metavar="NAME",
+                   help="resolve every fact with this strategy (evidence, confidence_weighted, recency, authority, "
+                   "or default: the bus's); default: each fact its own, drawn by the world")
     p.add_argument("--questions", type=int, default=1, help="questions per agent per step (default 1)")
     p.add_argument("--no-progress", action="store_true", help="no live progress line")
     p.set_defaults(func=cmd_simulate)
@@ -100,7 +103,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
                            seed=args.seed, chaos=args.chaos, backend=args.backend, address=args.address,
                            redis_url=args.redis_url,
                            faults=tuple(k for k in args.faults.split(",") if k) if args.faults else None,
-                           shards=args.shards, questions_per_step=args.questions)
+                           shards=args.shards, questions_per_step=args.questions, strategy=args.strategy)
     except MemoryBusError as exc:
         return _fail(str(exc))
     if args.address and (why := _reachable(args.address)):

@@ -71,6 +71,10 @@ class Assertion:
     agent: str
     strategy: str
     acked: bool = False
+    value: str = ""
+    confidence: float = 1.0
+    day: float = 0.0
+    step: int = 0
 
 
 @dataclass
@@ -139,10 +143,12 @@ class Planner:
             w = Write(self._id(agent, user, spec.level, raw=raw), "fact", user, spec.content(value),
                       spec.level, "fact", day, key=c.key, value=value,
                       confidence=round(agent.reliability * self.rng.uniform(0.92, 1.0), 3),
-                      strategy=spec.strategy, kind="semantic", importance=8.0, decay_rate=0.02)
+                      strategy=self.config.strategy or spec.strategy, kind="semantic", importance=8.0,
+                      decay_rate=0.02)
             # judged against the value true when the agent writes it (a late report may be stale)
             now = self.world.version_at(c.key, day) or c
-            self.assertions[w.id] = Assertion(c.key, now.version, value == now.value, agent.name, spec.strategy)
+            self.assertions[w.id] = Assertion(c.key, now.version, value == now.value, agent.name, w.strategy,
+                                              value=value, confidence=w.confidence, day=day, step=at)
             self.observers.setdefault((c.key, c.version), set()).add(agent.name)
             self.known[(c.key, c.version)] = min(at, self.known.get((c.key, c.version), at))
             if delay:

@@ -4,6 +4,11 @@ Methods graded: ``recall`` (top-1 / top-5 of the hits), ``current_fact``,
 ``context_for`` (a line of the prompt block states the answer), ``pushed`` (the
 value the agent's subscriptions pushed to it) and ``no_bus`` (the baseline: the
 agent's own observations only, newest first, perfectly remembered).
+
+``truth``: every conflict strategy replayed on the assertions the bus
+acknowledged, as a share of the oracle's ceiling (:mod:`memorybus.simulation.replay`),
+the wrong answers per question kind and method with their reason, and for the
+changes no non-observer ever answered correctly, why.
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from memorybus.latency import percentile
 from memorybus.simulation.grading import accuracy
+from memorybus.simulation.replay import ALL_STRATEGIES
 
 if TYPE_CHECKING:
     from memorybus.simulation.runner import Run
@@ -92,6 +98,7 @@ def build(run: Run, phase_seconds: float, audits: dict[str, Any], delivery: dict
     for tally in conflicts.values():
         tally["rate"] = round(tally["won"] / tally["resolved"], 3)
     return {
+        **_truth(run, rows, asked_versions),
         "config": asdict(run.config),
         "run": {"id": run.run_id, "seconds": round(phase_seconds, 2), "steps": len(run.series),
                 "ops": len(ok), "ops_per_second": round(len(ok) / max(phase_seconds, 1e-6), 1)},
@@ -123,6 +130,40 @@ def build(run: Run, phase_seconds: float, audits: dict[str, Any], delivery: dict
     }
 
 
+def _truth(run: Run, rows: list[dict[str, Any]], asked: set[Any]) -> dict[str, Any]:
+    """Every strategy replayed on the same acknowledged assertions, as a share of the
+    oracle's ceiling; the wrong answers explained; the changes never answered, why."""
+    points = list(run.replayed.values())
+    contested = [p for p in points if p["contested"]]
+    ceiling = {"all": sum(p["oracle"] for p in points), "contested": sum(p["oracle"] for p in contested)}
+    replay: dict[str, Any] = {}
+    for name in (*ALL_STRATEGIES, "oracle"):
+        won, cwon = sum(p[name] for p in points), sum(p[name] for p in contested)
+        replay[name] = {"won": won, "resolved": len(points), "contested_won": cwon, "contested": len(contested),
+                        "of_oracle": round(won / max(1, ceiling["all"]), 3),
+                        "contested_of_oracle": round(cwon / max(1, ceiling["contested"]), 3)}
+    errors: dict[str, dict[str, dict[str, int]]] = {}
+    for r in rows:
+        if "why" in r:
+            tally = errors.setdefault(r["kind"], {}).setdefault(r["method"], {})
+            tally[r["why"]] = tally.get(r["why"], 0) + 1
+    first = run.grader.first_correct
+    never = {"no agent asked": 0, "never observed": 0, "lost to a wrong value": 0}
+    for c in run.world.changes:
+        version = (c.key, c.version)
+        if version in first:
+            continue
+        if version not in asked:
+            never["no agent asked"] += 1
+        elif version not in run.observed_at:
+            never["never observed"] += 1
+        else:
+            never["lost to a wrong value"] += 1
+    return {"truth": {"replay": replay, "errors": errors, "never_answered": never,
+                      "current_fact_observed": _acc([r for r in rows if r.get("observed")], kind="current")
+                      .get("current_fact")}}
+
+
 def write(result: dict[str, Any], out_dir: str) -> list[str]:
     """``out_dir/simulation.json`` and the plots; returns the paths written."""
     os.makedirs(out_dir, exist_ok=True)
@@ -136,6 +177,26 @@ def write(result: dict[str, Any], out_dir: str) -> list[str]:
 
 def _f(x: float | None, digits: int = 2) -> str:
     return "-" if x is None else f"{x:.{digits}f}"
+
+
+def _truth_lines(truth: dict[str, Any]) -> list[str]:
+    rep = truth["replay"]
+    o = rep["oracle"]
+    lines = [f"truth      replayed on the acknowledged assertions (true value resolved; share of the oracle's "
+             f"{o['won']}/{o['resolved']}, contested {o['contested_won']}/{o['contested']}):"]
+    for name in ALL_STRATEGIES:
+        r = rep[name]
+        lines.append(f"           {name:<20} {r['won']:>4}/{r['resolved']:<4} {r['of_oracle']:.3f}   contested "
+                     f"{r['contested_won']:>3}/{r['contested']:<3} {r['contested_of_oracle']:.3f}")
+    cf = truth["current_fact_observed"] or {}
+    lines.append(f"           current_fact, answer observed by some agent before the question: {_f(cf.get('top1'))} "
+                 f"(n {cf.get('n', 0)})")
+    for kind, methods in sorted(truth["errors"].items()):
+        for method, why in sorted(methods.items()):
+            lines.append(f"           wrong {kind}/{method}: " + ", ".join(f"{k} {v}" for k, v in sorted(why.items())))
+    lines.append("           changes never answered correctly: " + ", ".join(
+        f"{k} {v}" for k, v in truth["never_answered"].items()))
+    return lines
 
 
 def summary(result: dict[str, Any]) -> str:
@@ -174,6 +235,7 @@ def summary(result: dict[str, Any]) -> str:
             f"{k} {v['won']}/{v['resolved']} (asserted both truly and wrongly: {v['contested_won']}/{v['contested']})"
             for k, v in sorted(result["conflicts"].items())) or "no fact written"),
     ]
+    lines += _truth_lines(result["truth"])
     i = result["integrity"]
     lines.append(f"integrity  lost acknowledged writes {i['lost_acknowledged_writes']}, "
                  f"scope leaks {i['scope_leaks']}, "

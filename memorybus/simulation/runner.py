@@ -31,6 +31,7 @@ from memorybus.simulation.agent import FAULTS, AgentActor
 from memorybus.simulation.grading import Grader, states
 from memorybus.simulation.plan import Planner, Truth, roster
 from memorybus.simulation.redis_server import RedisServer
+from memorybus.simulation.replay import ALL_STRATEGIES, Replay, Seen, oracle
 from memorybus.simulation.settings import SimConfig
 from memorybus.simulation.tasks import Ack, StepResult
 from memorybus.simulation.world import World, epoch, generate
@@ -58,6 +59,12 @@ class Run:
         self.conflicts: dict[tuple[str, int], dict[str, Any]] = {}
         self.maintenance: list[dict[str, Any]] = []
         self.step_walls: list[float] = []
+        #: every strategy replayed on the acknowledged assertions, and the oracle's ceiling
+        self.replay = Replay()
+        self.replayed: dict[tuple[str, int], dict[str, bool]] = {}
+        self.reports: dict[tuple[str, int], list[tuple[str, float]]] = {}  # (value, true reliability)
+        self.observed_at: dict[tuple[str, int], int] = {}  # version -> step of its first true acked report
+        self.by_name = {a.name: a for a in self.agents}
         self.started = time.time()
         self.steps_started = self.started
 
@@ -89,10 +96,21 @@ class Run:
         for a in acks:
             self.grader.register(a.node, a.scope)
         self.planner.absorb(acks)
+        for a in sorted(acks, key=lambda x: x.at):  # the order the bus acknowledged them
+            s = self.planner.assertions.get(a.write)
+            if s is None:
+                continue
+            spec = self.by_name[s.agent]
+            self.replay.feed(Seen(s.key, spec.org, s.value, s.agent, s.confidence, s.day, spec.lead))
+            self.reports.setdefault((s.key, s.version), []).append((s.value, spec.reliability))
+            if s.correct:
+                self.observed_at.setdefault((s.key, s.version), step)
         for r in results:
             for ans in r.answers:
                 q, t = self.planner.questions[ans.question], self.planner.truths[ans.question]
-                rows += self.grader.grade(step, day, ans.at, q, t, ans)
+                graded = self.grader.grade(step, day, ans.at, q, t, ans)
+                explain(self, step, t, ans, graded)
+                rows += graded
         return rows
 
     def check_conflicts(self, bus: MemoryBus, day: float, acks: list[Ack]) -> None:
@@ -122,16 +140,56 @@ class Run:
         async def read_all() -> list[Any]:
             return list(await asyncio.gather(*(read(key) for key, _ in todo)))
 
+        for key, current in todo:
+            spec = self.world.facts[key]
+            version = (key, current.version)
+            previous = self.world.versions(key)[current.version - 1].value if current.version else None
+            self.replayed[version] = {
+                **{s: self.replay.value(s, key) == current.value for s in ALL_STRATEGIES},
+                "oracle": oracle(self.reports.get(version, []), current.value, previous, len(spec.options)),
+                "contested": len(seen[version]) > 1,
+            }
         for (key, current), node in zip(todo, asyncio.run(read_all()) if todo else [], strict=True):
             if isinstance(node, BaseException):
                 continue
             spec = self.world.facts[key]
             truth = Truth(-1, "", 0, spec.category, current.value, spec.markers)
             self.conflicts[(key, current.version)] = {
-                "strategy": spec.strategy, "category": spec.category,
+                "strategy": self.config.strategy or spec.strategy, "category": spec.category,
                 "contested": len(seen[(key, current.version)]) > 1,
                 "won": node is not None and states(node.content, truth),
             }
+
+
+def explain(run: Run, step: int, t: Truth, ans: Any, rows: list[dict[str, Any]]) -> None:
+    """Mark each graded row ``observed`` (a true report of the asked version was
+    acknowledged before this step) and give each wrong recall or current_fact answer
+    a ``why``: ``never observed`` (no true report acknowledged yet), ``late`` (the
+    first true report came in this step), ``stale`` (it states the version before),
+    ``wrong`` (the truth was known in time and another value came back)."""
+    first = run.observed_at.get(t.version) if t.version else None
+    observed = first is not None and first < step
+    previous = None
+    if t.version and t.version[1] > 0:
+        prev = run.world.versions(t.version[0])[t.version[1] - 1].value
+        previous = Truth(-1, "", 0, t.category, prev, t.markers)
+    for row in rows:
+        row["observed"] = observed
+        if row["top1"] or row["method"] not in ("recall", "current_fact"):
+            continue
+        if t.version is None:
+            row["why"] = "wrong"
+            continue
+        text = (ans.fact.content if ans.fact else "") if row["method"] == "current_fact" else \
+            (ans.recall[0].content if ans.recall else "")
+        if first is None:
+            row["why"] = "never observed"
+        elif first >= step:
+            row["why"] = "late"
+        elif previous is not None and states(text, previous):
+            row["why"] = "stale"
+        else:
+            row["why"] = "wrong"
 
 
 def _maintain(bus: MemoryBus, day: float, records: list[dict[str, Any]], orgs: list[str]) -> None:

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from memorybus.errors import InvalidRequest
 
 #: upper bounds that keep a run on one machine sane (a larger world is a cluster job)
+STRATEGY_NAMES = ("evidence", "confidence_weighted", "recency", "authority")
 FAULT_KINDS = ("shard", "embedder", "hub", "redis", "node")
 LIMITS = {"agents": 512, "users": 4096, "orgs": 64, "days": 3650, "steps": 100_000}
 
@@ -39,6 +40,8 @@ class SimConfig:
     maintenance_every_days: float | None = None  # default: five runs per simulation
     op_timeout: float = 30.0
     shards: int = 2
+    #: every fact resolved with this strategy (None: each fact its own, drawn by the world)
+    strategy: str | None = None
 
     def __post_init__(self) -> None:
         for name, top in LIMITS.items():
@@ -70,6 +73,8 @@ class SimConfig:
                 raise InvalidRequest("faults", "removing a node needs a Ray cluster (an address)")
         if not 0 <= self.questions_per_step <= 20:
             raise InvalidRequest("questions_per_step", "must be between 0 and 20")
+        if self.strategy is not None and self.strategy not in (*STRATEGY_NAMES, "default"):
+            raise InvalidRequest("strategy", f"must be one of {', '.join(STRATEGY_NAMES)} or default")
         if not 1 <= self.shards <= 64:
             raise InvalidRequest("shards", "must be between 1 and 64")
         if not self.op_timeout > 0:

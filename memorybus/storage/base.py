@@ -21,13 +21,16 @@ from memorybus.model import MemoryNode
 class SlotWrite:
     """Compare-and-set of a keyed fact's head: ``(scope_key, key)`` must be at
     ``expected_seq`` (0 when the slot is new); it becomes ``expected_seq + count``
-    (``count`` assertions in one batch) pointing at ``head_id``."""
+    (``count`` assertions in one batch) pointing at ``head_id``. ``evidence``: the
+    fact's weighed assertions (:mod:`memorybus.evidence`, encoded), stored with the
+    slot in the same transaction; None leaves what is stored."""
 
     scope_key: str
     key: str
     expected_seq: int
     head_id: str
     count: int = 1
+    evidence: bytes | None = None
 
 
 @dataclass(slots=True)
@@ -147,6 +150,14 @@ class Store(Protocol):
 
     def slot(self, scope_key: str, key: str) -> tuple[str | None, int]:
         """The head node id and sequence of a keyed fact (``(None, 0)`` if new)."""
+        ...
+
+    def fact_slot(self, scope_key: str, key: str) -> tuple[str | None, int, bytes | None]:
+        """:meth:`slot` and the slot's stored evidence (None if none), read together."""
+        ...
+
+    def all_evidence(self) -> list[tuple[str, str, bytes]]:
+        """Every fact slot's stored evidence: ``(scope_key, key, blob)``, sorted."""
         ...
 
     def read_events(self, scope_key: str, after: int = 0, limit: int = 1000) -> list[tuple[int, bytes]]:

@@ -42,7 +42,8 @@ from memorybus.storage.redis_scrub import RedisErasure
 # put:  {"put", id, blob, version, ac, la, scope_key, fact_key_or_""}
 # cas:  {"cas", id, blob, expected}
 # del:  {"del", id, "", expected_or_-1}
-# slot: {"slot", scope_key, key, expected_seq, head_id, count}
+# slot: {"slot", scope_key, key, expected_seq, head_id, count, evidence_or_""}: the evidence is
+#       field "e" of the slot's hash, written with it ("" leaves it)
 # evt:  {"evt", scope_key, blob, fact_key_or_""}
 # aud:  {"aud", org, expected_head, new_head, entry_blob...}: audit entries chained in
 #       Python after ``expected_head`` ("seq hash", "" for none); refused whole
@@ -107,6 +108,7 @@ for _, op in ipairs(ops) do
     if k and k ~= '' then redis.call('SREM', p .. ':k:' .. s .. '\\31' .. k, op[2]) end
   elseif op[1] == 'slot' then
     redis.call('HSET', p .. ':h:' .. op[2] .. '\\31' .. op[3], 'q', op[4] + op[6], 'id', op[5])
+    if op[7] ~= '' then redis.call('HSET', p .. ':h:' .. op[2] .. '\\31' .. op[3], 'e', op[7]) end
   elseif op[1] == 'aud' then
     for i = 5, #op do redis.call('RPUSH', p .. ':a:' .. op[2], op[i]) end
     redis.call('SET', p .. ':ah:' .. op[2], op[4])
@@ -237,7 +239,8 @@ class RedisStore(RedisAudit, RedisErasure):
             return []
         ops: list[list[Any]] = []
         for slot in batch.slots:
-            ops.append(["slot", slot.scope_key, slot.key, slot.expected_seq, slot.head_id, slot.count])
+            ops.append(["slot", slot.scope_key, slot.key, slot.expected_seq, slot.head_id, slot.count,
+                        slot.evidence or b""])
         for n in batch.puts:
             ops.append(
                 [
@@ -309,6 +312,24 @@ class RedisStore(RedisAudit, RedisErasure):
     def slot(self, scope_key: str, key: str) -> tuple[str | None, int]:
         head, seq = self._call(self._r.hmget, self.keys.slot(scope_key, key), ("id", "q"))
         return (head.decode() if head else None, int(seq or 0))
+
+    def fact_slot(self, scope_key: str, key: str) -> tuple[str | None, int, bytes | None]:
+        head, seq, ev = self._call(self._r.hmget, self.keys.slot(scope_key, key), ("id", "q", "e"))
+        return (head.decode() if head else None, int(seq or 0), bytes(ev) if ev else None)
+
+    def all_evidence(self) -> list[tuple[str, str, bytes]]:
+        names = self._scan("h")
+        if not names:
+            return []
+        pipe = self._r.pipeline(transaction=False)
+        for name in names:
+            pipe.hget(f"{self.keys.prefix}:h:{name}", "e")
+        out = []
+        for name, blob in zip(names, self._call(pipe.execute), strict=True):
+            parts = name.split("\x1f", 4)  # the scope key's four fields, then the fact key
+            if len(parts) == 5 and blob:
+                out.append(("\x1f".join(parts[:4]), parts[4], bytes(blob)))
+        return sorted(out)
 
     def read_events(self, scope_key: str, after: int = 0, limit: int = 1000) -> list[tuple[int, bytes]]:
         entries = self._call(

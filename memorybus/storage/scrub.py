@@ -50,6 +50,7 @@ def sqlite_scrub(lock: threading.RLock, db: sqlite3.Connection, scrub: Scrub) ->
         ("UPDATE ops SET result=? WHERE op=?", [(blob, op) for op, blob in scrub.ops.items()]),
         ("DELETE FROM slots WHERE scope_key=? AND mkey=?", list(scrub.slots)),
         ("DELETE FROM fact_events WHERE scope_key=? AND mkey=?", list(scrub.slots)),
+        ("DELETE FROM slot_evidence WHERE scope_key=? AND mkey=?", list(scrub.slots)),
     ])
 
 

@@ -46,6 +46,9 @@ CREATE TABLE IF NOT EXISTS slots (
     scope_key TEXT NOT NULL, mkey TEXT NOT NULL, head TEXT NOT NULL, seq INTEGER NOT NULL,
     PRIMARY KEY (scope_key, mkey)
 ) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS slot_evidence (
+    scope_key TEXT NOT NULL, mkey TEXT NOT NULL, blob BLOB NOT NULL, PRIMARY KEY (scope_key, mkey)
+) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS seqs (scope_key TEXT PRIMARY KEY, seq INTEGER NOT NULL) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS events (
     scope_key TEXT NOT NULL, seq INTEGER NOT NULL, blob BLOB NOT NULL,
@@ -176,6 +179,9 @@ class SqliteStore(SqliteAudit, SqliteErasure):
                 "ON CONFLICT(scope_key, mkey) DO UPDATE SET head=excluded.head, seq=excluded.seq",
                 (slot.scope_key, slot.key, slot.head_id, slot.expected_seq + slot.count),
             )
+            if slot.evidence is not None:
+                db.execute("INSERT OR REPLACE INTO slot_evidence(scope_key, mkey, blob) VALUES (?,?,?)",
+                           (slot.scope_key, slot.key, slot.evidence))
         self._insert_puts(db, batch.puts)
         for node, expected in batch.updates:
             cur = db.execute(
@@ -309,6 +315,18 @@ class SqliteStore(SqliteAudit, SqliteErasure):
         rows = self._query("SELECT head, seq FROM slots WHERE scope_key=? AND mkey=?", (scope_key, key))
         return (rows[0][0], int(rows[0][1])) if rows else (None, 0)
 
+    def fact_slot(self, scope_key: str, key: str) -> tuple[str | None, int, bytes | None]:
+        rows = self._query(
+            "SELECT s.head, s.seq, e.blob FROM slots s LEFT JOIN slot_evidence e "
+            "ON e.scope_key=s.scope_key AND e.mkey=s.mkey WHERE s.scope_key=? AND s.mkey=?", (scope_key, key))
+        if not rows:
+            return None, 0, None
+        return rows[0][0], int(rows[0][1]), None if rows[0][2] is None else bytes(rows[0][2])
+
+    def all_evidence(self) -> list[tuple[str, str, bytes]]:
+        rows = self._query("SELECT scope_key, mkey, blob FROM slot_evidence ORDER BY scope_key, mkey")
+        return [(str(r[0]), str(r[1]), bytes(r[2])) for r in rows]
+
     def read_events(self, scope_key: str, after: int = 0, limit: int = 1000) -> list[tuple[int, bytes]]:
         rows = self._query(
             "SELECT seq, blob FROM events WHERE scope_key=? AND seq>? ORDER BY seq LIMIT ?",
@@ -371,8 +389,8 @@ class SqliteStore(SqliteAudit, SqliteErasure):
     def clear(self) -> None:
         with self._lock:
             try:
-                for table in ("nodes", "slots", "seqs", "events", "fact_events", "ops", "audit", "audit_heads",
-                              "audit_checkpoints"):
+                for table in ("nodes", "slots", "slot_evidence", "seqs", "events", "fact_events", "ops", "audit",
+                              "audit_heads", "audit_checkpoints"):
                     self._db.execute(f"DELETE FROM {table}")
             except sqlite3.Error as exc:
                 raise StoreUnavailable("sqlite", str(exc)) from None

@@ -47,7 +47,8 @@ def test_sixteen_concurrent_writers_lose_no_update(bus):
         out = []
         for i in range(200):
             r = b.assert_fact(key, values[(w + i) % len(values)], ctx, scope="org",
-                              confidence=0.3 + 0.07 * ((w * 13 + i) % 10), valid_from=1_700_000_000 + i)
+                              confidence=0.3 + 0.07 * ((w * 13 + i) % 10), valid_from=1_700_000_000 + i,
+                              strategy="confidence_weighted")
             out.append(r.write_id)
         return out
 
@@ -422,3 +423,34 @@ def test_broadcast_cannot_be_hijacked(bus):
     copy = bus.broadcast(clean.id, "org", alice)
     assert copy.id == broadcast_id(target, clean.id) and copy.content == "alice's second note"
     assert bus.broadcast(clean.id, "org", alice).id == copy.id  # idempotent
+
+
+def test_the_bus_learns_whom_to_believe_per_org(bus):
+    """Three honest agents and one that states .95 and is always wrong: the bus grades
+    them on the facts they assert, its org (and the operator) reads the reliabilities,
+    another org neither shares nor reads them, and the learned grades then outweigh
+    the liar's stated confidence (untaught, .95 alone would beat an honest .7)."""
+    o, other, t0 = org(), org(), 1_700_000_000.0
+    agents = ("h1", "h2", "h3", "liar")
+    handles = {a: bus.agent_handle(o, agent=a) for a in agents}
+    for k in range(8):
+        for i, a in enumerate(agents):
+            owner = f"Bob{k}" if a == "liar" else "Ann"
+            handles[a].assert_fact(f"project{k}/owner", f"Project {k} is owned by {owner}", Context(o, agent=a),
+                                   scope="org", confidence=0.95 if a == "liar" else 0.8,
+                                   valid_from=t0 + k * 3600 + i)
+    learned = handles["h1"].source_reliability(Context(o, agent="h1"))
+    assert set(learned) == {f"agent:{a}" for a in agents}  # a source defaults to its writing agent
+    assert learned["agent:liar"]["reliability"] < 0.2 and learned["agent:h1"]["reliability"] > 0.8
+    assert bus.source_reliability(Context(o)) == learned  # the operator names the org
+    stranger = bus.agent_handle(other, agent="x")
+    assert stranger.source_reliability(Context(other, agent="x")) == {}
+    with pytest.raises(mb.MemoryBusError):
+        stranger.source_reliability(Context(o, agent="x"))
+    t1 = t0 + 100 * 3600
+    handles["h1"].assert_fact("project9/owner", "Project 9 is owned by Ann", Context(o, agent="h1"), scope="org",
+                              confidence=0.7, valid_from=t1)
+    lie = handles["liar"].assert_fact("project9/owner", "Project 9 is owned by Bob", Context(o, agent="liar"),
+                                      scope="org", confidence=0.95, valid_from=t1 + 1)
+    assert lie.outcome == "rejected"
+    assert bus.current_fact("project9/owner", Context(o), scope="org").content == "Project 9 is owned by Ann"

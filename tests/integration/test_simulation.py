@@ -67,6 +67,15 @@ def test_the_readme_command_runs_a_small_seeded_simulation_and_loses_nothing(tmp
     for op in ("remember", "assert_fact", "recall", "current_fact"):
         assert result["latency_ms"][op]["n"] > 0 and result["latency_ms"][op]["p50"] > 0
     assert result["staleness"]["delivery"]["n"] == result["integrity"]["events_delivered"]
+    # every strategy replayed on the same assertions, beside the oracle's ceiling
+    truth = result["truth"]
+    assert "truth      replayed on the acknowledged assertions" in proc.stdout
+    replay = truth["replay"]
+    assert set(replay) == {"evidence", "confidence_weighted", "recency", "authority", "oracle"}
+    assert len({(r["resolved"], r["contested"]) for r in replay.values()}) == 1 and replay["oracle"]["resolved"] > 0
+    # every change is either answered by a non-observer or has a reason it never was
+    answered = result["staleness"]["first_correct_answer"]["n"]
+    assert answered + sum(truth["never_answered"].values()) == result["world"]["changes"]
 
 
 def test_chaos_with_redis_kills_actors_and_the_server_and_loses_nothing(ray_local, tmp_path):

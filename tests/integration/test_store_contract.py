@@ -218,6 +218,25 @@ def test_fact_slot_compare_and_set(store):
     assert store.slot(S2.key, "lang") == (None, 0)
 
 
+def test_fact_evidence_moves_with_its_slot_or_not_at_all(store):
+    """The evidence of a keyed fact is written in the slot's own compare-and-set: a
+    conflicting batch leaves both as they were; None keeps what is stored."""
+    a, b = mk("a", key="lang"), mk("b", key="lang")
+    assert store.fact_slot(S1.key, "lang") == (None, 0, None)
+    store.commit(WriteBatch(puts=[a], slots=[SlotWrite(S1.key, "lang", 0, a.id, 1, b"ev-1")]))
+    assert store.fact_slot(S1.key, "lang") == (a.id, 1, b"ev-1")
+    with pytest.raises(VersionConflict):
+        store.commit(WriteBatch(puts=[b], slots=[SlotWrite(S1.key, "lang", 0, b.id, 1, b"ev-lost")]))
+    assert store.fact_slot(S1.key, "lang") == (a.id, 1, b"ev-1")
+    store.commit(WriteBatch(puts=[b], slots=[SlotWrite(S1.key, "lang", 1, b.id)]))  # no evidence given
+    assert store.fact_slot(S1.key, "lang") == (b.id, 2, b"ev-1")
+    store.commit(WriteBatch(slots=[SlotWrite(S2.key, "odd*key\x1fpart", 0, "x", 1, b"ev-2")]))
+    assert store.all_evidence() == [(S1.key, "lang", b"ev-1"), (S2.key, "odd*key\x1fpart", b"ev-2")]
+    store.scrub(Scrub(slots=[(S1.key, "lang")]))  # an erased fact's evidence goes with its slot
+    assert store.fact_slot(S1.key, "lang") == (None, 0, None)
+    assert store.all_evidence() == [(S2.key, "odd*key\x1fpart", b"ev-2")]
+
+
 def test_event_log_sequences_per_scope_atomically(store):
     seqs = store.commit(WriteBatch(puts=[mk("a")], events=[(S1.key, b"e1"), (S2.key, b"x1"), (S1.key, b"e2")]))
     assert seqs == [1, 1, 2]

@@ -22,7 +22,9 @@ from memorybus import (
     ScopeViolation,
 )
 from memorybus.conflicts import Strategy, resolve
+from memorybus.evidence import MAX_CLAIMS, KeyEvidence
 from memorybus.shard import Shard
+from memorybus.shard.records import content_hash
 from memorybus.storage.redis import RedisStore
 from memorybus.storage.sqlite import SqliteStore
 from memorybus.storage.vectors import EdgeVectorIndex
@@ -140,8 +142,8 @@ def test_concurrent_writers_on_one_store_never_lose_an_update(tmp_path, clock, e
     else:
         ns = f"cas{uuid.uuid4().hex[:6]}"
         stores = [RedisStore(redis_server.url, ns, "shard-0") for _ in range(8)]
-    shards = [make_shard(tmp_path, clock, st, name=f"v{i}", policy=BusPolicy(max_cas_retries=1000))
-              for i, st in enumerate(stores)]
+    policy = BusPolicy(max_cas_retries=1000, strategy="confidence_weighted")
+    shards = [make_shard(tmp_path, clock, st, name=f"v{i}", policy=policy) for i, st in enumerate(stores)]
     values = [f"The backend language is {lang}" for lang in ("Rust", "Go", "Python", "Java")]
     vecs = dict(zip(values, embedder.encode(values), strict=True))
     results, lock = [], threading.Lock()
@@ -166,6 +168,11 @@ def test_concurrent_writers_on_one_store_never_lose_an_update(tmp_path, clock, e
     assert [e.data["fact_seq"] for e in hist] == list(range(1, 201))
     assert stores[0].slot(USER.key, KEY)[1] == 200
     _check_current_is_strategy_choice(stores[0], hist)
+    # the evidence stored with the slot moved under the same compare-and-set: it holds the
+    # newest assertions in commit order, none lost, none twice
+    evidence = KeyEvidence.decode(stores[0].fact_slot(USER.key, KEY)[2])
+    assert [c.value for c in evidence.claims] == [content_hash(e.node) for e in hist[-MAX_CLAIMS:]]
+    assert evidence.head == content_hash(stores[0].get(stores[0].slot(USER.key, KEY)[0]))
     for s in shards:
         s.close()
 

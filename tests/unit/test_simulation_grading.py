@@ -109,3 +109,33 @@ def test_percentile():
     assert percentile([], 50) is None
     assert percentile([3.0, 1.0, 2.0], 50) == 2.0
     assert percentile(list(range(101)), 99) == 99
+
+
+def test_wrong_answers_are_explained(tmp_path):
+    """A wrong current_fact answer is 'never observed' until a true report of the asked
+    version is acknowledged, 'late' in that step, then 'stale' (the previous value) or
+    'wrong'; a right one gets no reason; every row says whether its answer was observed."""
+    from memorybus.simulation.runner import Run, explain
+    from memorybus.simulation.settings import SimConfig
+
+    run = Run(SimConfig(seed=3), str(tmp_path), None)
+    change = next(c for c in run.world.changes if c.version == 1)
+    spec = run.world.facts[change.key]
+    before = run.world.versions(change.key)[0].value
+    other = next(v for v in spec.options if v not in (before, change.value))
+    truth = Truth(0, "agent00", 5, spec.category, change.value, spec.markers, (change.key, 1))
+
+    def why(value, step=5):
+        ans = Answer(0, "agent00", 0.0, fact=Hit("x", spec.content(value), (spec.org, "", "", ""), change.key))
+        rows = [{"method": "current_fact", "top1": value == change.value}, {"method": "pushed", "top1": False}]
+        explain(run, step, truth, ans, rows)
+        assert rows[1].get("why") is None  # only recall and current_fact answers are explained
+        return rows[0].get("why"), rows[0]["observed"]
+
+    assert why(before) == ("never observed", False)
+    run.observed_at[(change.key, 1)] = 5
+    assert why(before) == ("late", False)
+    run.observed_at[(change.key, 1)] = 2
+    assert why(before) == ("stale", True)
+    assert why(other) == ("wrong", True)
+    assert why(change.value) == (None, True)

@@ -1,0 +1,302 @@
+"""Evidence per keyed fact: every assertion of every candidate value, weighed together.
+
+Pure functions of their inputs: no I/O, no Ray. The shard keeps one
+:class:`KeyEvidence` with each fact slot (stored in the assertion's own
+transaction) and calls :func:`observe` inside its compare-and-set retry loop;
+the simulation replays assertions through the same code.
+
+The model, in short:
+
+- A *claim* is one assertion: its source, the value (a content hash), the
+  confidence the source stated, and when it holds (``valid_from``).
+- A value's support is the sum, over distinct sources (each source's newest
+  claim only), of the log-odds of the source being right: its stated
+  confidence calibrated by its learned reliability
+  (:mod:`memorybus.reliability`), decayed with the fact half-life. Independent
+  sources agreeing add up; one source repeating itself does not.
+- Evidence counts since the last known change. When a value takes over, the
+  one it replaced is *gone* from that moment: a later report of a gone value is
+  stale (a source still seeing the old state) and counts for nothing at first,
+  regaining weight with ``stale_half_life`` (a real change back is possible). A
+  claim dated before the last change is late: it describes the past.
+- The head's support against a challenger counts only its claims made around
+  or after the challenge (within ``grace`` of it): an old report of the head
+  says nothing against a later change.
+- Grading: a claim of a value other than its episode's winner disagrees; a
+  claim of the winner agrees when another source supports the winner too (a
+  source's own vote never confirms it; a lone claim is not graded). Grades
+  of claims still held are provisional (later evidence can reverse them);
+  older ones are folded into per-source tallies. The tallies, summed per org,
+  are the sources' learned reliability.
+
+Guarantees: :func:`observe` never mutates its input record; the new head is
+always the asserted value or the current head; records stay bounded
+(``MAX_CLAIMS`` claims, ``MAX_GONE`` gone values).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from memorybus.codec import decode, encode
+from memorybus.errors import MemoryBusError
+from memorybus.salience import SECONDS_PER_DAY
+
+_KIND = "evidence"
+
+MAX_CLAIMS = 24
+MAX_GONE = 8
+#: a calibrated probability is kept inside [P_MIN, P_MAX] (no source is ever certain)
+P_MIN, P_MAX = 0.5, 0.99
+#: what a re-assertion of the current value counts for, against a challenger
+REASSERT = 0.4
+
+#: source -> (agree, disagree, at): evidence-weighted grades, decayed to ``at``
+Tally = dict[str, tuple[float, float, float]]
+#: the calibrated probability that ``source`` stating ``confidence`` is right
+Calibrate = Callable[[str, float], float]
+
+
+def decay(seconds: float, half_life_days: float) -> float:
+    """The weight left after ``seconds`` with a half-life of ``half_life_days``."""
+    return math.exp(-math.log(2) * max(0.0, seconds) / (max(half_life_days, 1e-9) * SECONDS_PER_DAY))
+
+
+def log_odds(p: float) -> float:
+    p = min(P_MAX, max(P_MIN, p))
+    return math.log(p / (1.0 - p))
+
+
+@dataclass(frozen=True, slots=True)
+class Claim:
+    """One assertion: ``source`` said ``value`` (a content hash) holds from ``at``
+    (epoch seconds) with ``confidence``; ``grade`` is its provisional grade
+    (+1 agrees with the winner, -1 disagrees, 0 not graded)."""
+
+    source: str
+    value: str
+    confidence: float
+    at: float
+    grade: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class KeyEvidence:
+    """What a fact slot keeps to weigh its assertions (see the module docstring).
+
+    ``head``: the current value; ``since``: when it took over (the last known
+    change); ``claims``: recent claims, oldest first; ``gone``: superseded values
+    with the time they stopped holding; ``tally``: folded grades per source."""
+
+    head: str = ""
+    since: float = 0.0
+    claims: tuple[Claim, ...] = ()
+    gone: tuple[tuple[str, float], ...] = ()
+    tally: Mapping[str, tuple[float, float, float]] = field(default_factory=dict)
+
+    def latest(self) -> float:
+        """The time of the newest evidence held (what grades are decayed to)."""
+        return max([self.since, *(c.at for c in self.claims), *(t for _, _, t in self.tally.values())])
+
+    # ------------------------------------------------------------- encoding
+    def encode(self) -> bytes:
+        return encode(_KIND, self.to_plain())
+
+    @classmethod
+    def decode(cls, blob: bytes | None) -> KeyEvidence:
+        """The stored record; an unreadable one (another schema) counts as none: evidence
+        only weighs assertions, it never decides what a fact's history holds."""
+        if not blob:
+            return cls()
+        try:
+            return cls.from_plain(decode(blob, _KIND))
+        except (MemoryBusError, ValueError, TypeError, KeyError):
+            return cls()
+
+    def to_plain(self) -> dict[str, Any]:
+        return {"h": self.head, "s": self.since,
+                "c": [[c.source, c.value, c.confidence, c.at, c.grade] for c in self.claims],
+                "g": [list(g) for g in self.gone], "t": {k: list(v) for k, v in self.tally.items()}}
+
+    @classmethod
+    def from_plain(cls, d: Mapping[str, Any] | None) -> KeyEvidence:
+        if not d:
+            return cls()
+        return cls(str(d["h"]), float(d["s"]),
+                   tuple(Claim(str(s), str(v), float(c), float(a), int(g)) for s, v, c, a, g in d["c"]),
+                   tuple((str(v), float(t)) for v, t in d["g"]),
+                   {str(k): (float(a), float(b), float(t)) for k, (a, b, t) in d["t"].items()})
+
+    # -------------------------------------------------------------- grades
+    def grades(self, now: float, half_life_days: float) -> Tally:
+        """Per source: folded tallies plus the provisional grades of held claims,
+        decayed to ``now``."""
+        out: dict[str, list[float]] = {}
+        for source, (a, b, at) in self.tally.items():
+            k = decay(now - at, half_life_days)
+            out[source] = [a * k, b * k]
+        for c in self.claims:
+            if c.grade:
+                k = decay(now - c.at, half_life_days)
+                row = out.setdefault(c.source, [0.0, 0.0])
+                row[0 if c.grade > 0 else 1] += k
+        return {s: (a, b, now) for s, (a, b) in out.items()}
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """What :func:`observe` decided: does the asserted value become (or stay) the
+    head, why, and the record to store."""
+
+    new_wins: bool
+    reason: str
+    record: KeyEvidence
+
+
+def _stale_factor(ev: KeyEvidence, c: Claim, stale_half_life_days: float) -> float:
+    """1 for fresh evidence; 0 for a report of a value gone at or after the claim's
+    time, rising back to 1 with ``stale_half_life_days`` after it went."""
+    if c.value == ev.head:
+        return 1.0
+    if c.at < ev.since:
+        return 0.0  # late: it describes the state before the last known change
+    for value, went in reversed(ev.gone):
+        if value == c.value:
+            return 1.0 - decay(c.at - went, stale_half_life_days)
+    return 1.0
+
+
+@dataclass(frozen=True, slots=True)
+class Weighing:
+    """How evidence is weighed (defaults tuned on the simulation, see the README):
+    ``half_life_days`` of support; ``stale_half_life_days``: how fast a report of a
+    gone value regains weight; ``grace_days``: how long before a challenge a report
+    of the head still counts against it; ``reassert``: what a re-assertion of the
+    head counts for (it may repeat what the source read)."""
+
+    half_life_days: float = 30.0
+    stale_half_life_days: float = 1.0
+    grace_days: float = 1.0
+    reassert: float = REASSERT
+
+
+def support(ev: KeyEvidence, calibrate: Calibrate, weighing: Weighing, without: str | None = None) -> dict[str, float]:
+    """Each candidate value's support (summed log-odds) in ``ev``; ``without``: leave
+    that source's claims out."""
+    half_life_days, stale_half_life_days = weighing.half_life_days, weighing.stale_half_life_days
+    latest: dict[str, Claim] = {}
+    for c in ev.claims:  # oldest first: a source's newest claim stands
+        if c.source != without:
+            latest[c.source] = c
+    if not latest:
+        return {}
+    now = max(c.at for c in latest.values())
+    onset = min((c.at for c in latest.values() if c.value != ev.head and c.at >= ev.since
+                 and _stale_factor(ev, c, stale_half_life_days) > 0.5), default=None)
+    scores: dict[str, float] = {}
+    for c in latest.values():
+        if c.value == ev.head:
+            if c.at < ev.since or (onset is not None and c.at < onset - weighing.grace_days * SECONDS_PER_DAY):
+                w = 0.0  # an old report of the head says nothing against a later change
+            else:  # a re-assertion of the head may repeat what the source read: it counts less
+                w = 1.0 if c.at <= ev.since else weighing.reassert
+        else:
+            w = _stale_factor(ev, c, stale_half_life_days)
+        weight = w * log_odds(calibrate(c.source, c.confidence)) * decay(now - c.at, half_life_days)
+        scores[c.value] = scores.get(c.value, 0.0) + weight
+    return scores
+
+
+def _winner(scores: Mapping[str, float], head: str, newest: str) -> str | None:
+    """The best-supported value; a tie goes to the newest claim's value, then the head."""
+    scores = {v: s for v, s in scores.items() if s > 0}
+    if not scores:
+        return None  # nothing counts: no value is supported
+    best = max(scores.values())
+    tied = [v for v, s in scores.items() if s >= best - 1e-12]
+    if newest in tied:
+        return newest
+    return head if head in tied else tied[0]
+
+
+def observe(
+    ev: KeyEvidence,
+    claim: Claim,
+    calibrate: Calibrate,
+    weighing: Weighing = Weighing(),
+    *,
+    decided: bool | None = None,
+) -> Outcome:
+    """Add ``claim`` to ``ev`` and decide whether its value is the fact's value now.
+
+    ``decided``: another strategy's decision, which the record then follows (the
+    evidence is kept whatever strategy resolves the fact, so the sources keep
+    being graded and a later switch of strategy starts informed)."""
+    if not ev.head:  # the first value of the fact
+        first = replace(claim, grade=0)
+        return Outcome(True, "first value", KeyEvidence(claim.value, claim.at, (first,), (), dict(ev.tally)))
+    held = (*ev.claims, replace(claim, grade=0))
+    cur = replace(ev, claims=held)
+    winner = _winner(support(cur, calibrate, weighing), ev.head, claim.value)
+    if claim.value == ev.head:
+        new_wins, reason = True, "evidence: reinforced"
+    elif winner == claim.value:
+        new_wins, reason = True, "evidence: more support"
+    else:
+        stale = _stale_factor(cur, claim, weighing.stale_half_life_days) < 0.5
+        new_wins, reason = False, "evidence: stale" if stale else "evidence: less support"
+    if decided is not None and claim.value != ev.head:
+        new_wins = decided
+    if new_wins and claim.value != ev.head:
+        went = min((c.at for c in held if c.value == claim.value and c.at >= ev.since), default=claim.at)
+        went = max(went, ev.since)
+        gone = tuple(g for g in ev.gone if g[0] != ev.head and g[0] != claim.value)
+        cur = KeyEvidence(claim.value, went, held, (*gone, (ev.head, went))[-MAX_GONE:], ev.tally)
+    cur = _grade(cur, calibrate, weighing)
+    return Outcome(new_wins, reason, _trim(cur, weighing.half_life_days))
+
+
+def _grade(ev: KeyEvidence, calibrate: Calibrate, weighing: Weighing) -> KeyEvidence:
+    """Grade the claims of the current episode against its winner: a claim of another
+    value disagrees; a claim of the winner agrees if some other source supports the
+    winner too (a source never confirms itself). Earlier claims keep their grades."""
+    claims = list(ev.claims)
+    newest = claims[-1].value if claims else ev.head
+    winner = _winner(support(ev, calibrate, weighing), ev.head, newest)
+    backed: dict[str, bool] = {}  # source -> does another source support the winner
+    for i, c in enumerate(claims):
+        if c.at < ev.since and c.value != ev.head:
+            continue  # an earlier episode's claim: its grade stands
+        if c.value == winner:  # agreement counts when another source supports the winner too
+            if c.source not in backed:
+                backed[c.source] = support(ev, calibrate, weighing, without=c.source).get(winner, 0.0) > 0
+            grade = 1 if backed[c.source] else 0
+        else:
+            grade = 0 if winner is None else -1
+        if grade != c.grade:
+            claims[i] = replace(c, grade=grade)
+    return replace(ev, claims=tuple(claims))
+
+
+def _trim(ev: KeyEvidence, half_life_days: float) -> KeyEvidence:
+    """Keep at most MAX_CLAIMS claims: the oldest are folded into the tallies."""
+    if len(ev.claims) <= MAX_CLAIMS:
+        return ev
+    drop, keep = ev.claims[: len(ev.claims) - MAX_CLAIMS], ev.claims[len(ev.claims) - MAX_CLAIMS :]
+    tally = dict(ev.tally)
+    for c in drop:
+        if not c.grade:
+            continue
+        a, b, at = tally.get(c.source, (0.0, 0.0, c.at))
+        t = max(at, c.at)
+        k_old, k_new = decay(t - at, half_life_days), decay(t - c.at, half_life_days)
+        a, b = a * k_old, b * k_old
+        if c.grade > 0:
+            a += k_new
+        else:
+            b += k_new
+        tally[c.source] = (a, b, t)
+    return replace(ev, claims=keep, tally=tally)

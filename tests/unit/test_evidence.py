@@ -1,0 +1,129 @@
+"""The evidence estimator and learned reliabilities (pure: no store, no Ray)."""
+
+import pytest
+
+from memorybus.evidence import MAX_CLAIMS, Claim, KeyEvidence, Weighing, observe, support
+from memorybus.reliability import PRIOR_STRENGTH, Reliabilities, merge
+from memorybus.salience import SECONDS_PER_DAY as DAY
+from memorybus.simulation.replay import oracle
+
+T0 = 1_700_000_000.0
+STATED = lambda source, confidence: confidence  # noqa: E731 - calibration off: the stated confidence
+
+
+def run(claims, calibrate=STATED):
+    ev, outs = KeyEvidence(), []
+    for c in claims:
+        out = observe(ev, c, calibrate)
+        outs.append(out)
+        ev = out.record
+    return ev, outs
+
+
+def test_independent_sources_agreeing_add_up_one_source_repeating_does_not():
+    head = Claim("a", "X", 0.8, T0)
+    # two sources saying Y together outweigh one stronger source that said X at the same time
+    ev, outs = run([head, Claim("b", "Y", 0.7, T0 + 60), Claim("c", "Y", 0.7, T0 + 120)])
+    assert [o.new_wins for o in outs] == [True, False, True] and ev.head == "Y"
+    # the same source saying Y twice is one voice: X stays
+    ev, outs = run([head, Claim("b", "Y", 0.7, T0 + 60), Claim("b", "Y", 0.7, T0 + 120)])
+    assert ev.head == "X" and not outs[-1].new_wins
+    scores = support(ev, STATED, Weighing())
+    assert scores["Y"] == pytest.approx(0.847, abs=0.01)  # logit(.7): counted once
+
+
+def test_a_report_of_a_superseded_value_is_stale_not_new_evidence():
+    # X, then a change to Y; right after, a source still reports X: stale, Y stays
+    ev, outs = run([Claim("a", "X", 0.9, T0), Claim("b", "Y", 0.7, T0 + 2 * DAY),
+                    Claim("c", "X", 0.95, T0 + 2 * DAY + 600)])
+    assert ev.head == "Y" and outs[-1].reason == "evidence: stale" and not outs[-1].new_wins
+    # a report of X dated before the change is late: it says nothing about now
+    late = observe(ev, Claim("d", "X", 0.99, T0 + 2 * DAY - 600), STATED)
+    assert late.record.head == "Y" and not late.new_wins
+    # days later X counts again: a change back is possible
+    back = observe(ev, Claim("e", "X", 0.9, T0 + 8 * DAY), STATED)
+    assert back.new_wins and back.record.head == "X"
+
+
+def test_an_old_report_of_the_head_says_nothing_against_a_later_change():
+    ev, outs = run([Claim("a", "X", 0.99, T0), Claim("b", "X", 0.99, T0 + 60),
+                    Claim("c", "Y", 0.6, T0 + 10 * DAY)])
+    assert outs[-1].new_wins and ev.head == "Y"
+    # but a report of the head at the time of the challenge does
+    ev, outs = run([Claim("a", "X", 0.95, T0), Claim("c", "Y", 0.6, T0 + 60)])
+    assert not outs[-1].new_wins and ev.head == "X"
+
+
+def test_the_new_head_is_the_asserted_value_or_the_old_head_and_records_stay_bounded():
+    claims = [Claim(f"s{i % 5}", "XYZ"[i % 3], 0.6 + 0.01 * (i % 30), T0 + i * 3600) for i in range(100)]
+    ev = KeyEvidence()
+    for c in claims:
+        before = ev.head
+        out = observe(ev, c, STATED)
+        assert out.record.head in (before, c.value)
+        assert out.record.head == (c.value if out.new_wins else before) or not before
+        assert ev is not out.record and len(out.record.claims) <= MAX_CLAIMS
+        ev = out.record
+    assert KeyEvidence.decode(ev.encode()) == ev  # the stored form round-trips
+    assert KeyEvidence.decode(b"not msgpack") == KeyEvidence()  # unreadable: no evidence, not a failure
+
+
+def test_grades_agree_with_the_winner_without_the_sources_own_vote():
+    ev, _ = run([Claim("a", "X", 0.9, T0)])
+    assert ev.grades(T0, 30.0) == {}  # a lone claim is not graded
+    ev, _ = run([Claim("a", "X", 0.9, T0), Claim("b", "X", 0.8, T0 + 60), Claim("liar", "Z", 0.9, T0 + 120)])
+    g = ev.grades(T0 + 120, 30.0)
+    assert g["a"][0] == pytest.approx(1, abs=0.01) and g["b"][0] == pytest.approx(1, abs=0.01)
+    assert g["liar"][1] == pytest.approx(1, abs=0.01) and g["liar"][0] == 0
+
+
+def _liar_world(book: Reliabilities, org: str, keys: int) -> None:
+    """Three honest sources and a liar stating .95 assert ``keys`` facts at once."""
+    for k in range(keys):
+        ev, at = KeyEvidence(), T0 + k * 3600
+        for source, value, conf in (("honest1", "T", 0.8), ("honest2", "T", 0.8), ("honest3", "T", 0.8),
+                                    ("liar", f"W{k}", 0.95)):
+            old = ev
+            ev = observe(ev, Claim(source, value, conf, at), book.calibrator(org, at)).record
+            book.apply(org, old.grades(old.latest(), 30.0), ev.grades(ev.latest(), 30.0))
+
+
+def test_a_liars_reliability_falls_and_its_stated_confidence_stops_counting():
+    book = Reliabilities()
+    _liar_world(book, "acme", 20)
+    snap = book.snapshot("acme", book.latest("acme"))
+    assert snap["liar"]["reliability"] < 0.1 and snap["honest1"]["reliability"] > 0.9
+    calibrated = book.calibrator("acme", book.latest("acme"))
+    assert calibrated("liar", 0.95) < 0.5 and calibrated("honest1", 0.7) > 0.7
+    # and now the liar alone loses against one honest source
+    ev = observe(KeyEvidence(), Claim("honest1", "T", 0.7, T0 + 30 * 3600), calibrated).record
+    assert observe(ev, Claim("liar", "W", 0.95, T0 + 30 * 3600 + 60), calibrated).record.head == "T"
+
+
+def test_a_new_source_starts_neutral_and_grades_decay():
+    book = Reliabilities(half_life_days=30.0)
+    assert book.snapshot("acme", T0) == {}
+    assert book.calibrator("acme", T0)("newcomer", 0.83) == pytest.approx(0.83)  # believed as it states itself
+    book.apply("acme", {}, {"s": (4.0, 0.0, T0)})
+    assert book.snapshot("acme", T0)["s"]["reliability"] == pytest.approx(5 / 6, abs=1e-4)
+    assert book.calibrator("acme", T0)("s", 0.5) == pytest.approx((PRIOR_STRENGTH * 0.5 + 4) / (PRIOR_STRENGTH + 4))
+    assert book.grades("acme", "s", T0 + 30 * DAY) == pytest.approx((2.0, 0.0))  # one half-life later
+    # replacing a fact's contribution removes the old one
+    book.apply("acme", {"s": (4.0, 0.0, T0)}, {"s": (1.0, 1.0, T0)})
+    assert book.grades("acme", "s", T0) == pytest.approx((1.0, 1.0))
+
+
+def test_orgs_never_shape_each_other():
+    book = Reliabilities()
+    _liar_world(book, "evil", 20)
+    assert book.snapshot("acme", T0) == {}
+    assert book.calibrator("acme", T0 + 40 * 3600)("liar", 0.95) == pytest.approx(0.95)
+    merged = merge([{"s": {"agree": 1, "disagree": 0}}, {"s": {"agree": 2, "disagree": 1}}])
+    assert merged["s"] == {"reliability": 0.6667, "agree": 3.0, "disagree": 1.0}
+
+
+def test_oracle_weighs_true_reliabilities_and_the_stale_error_model():
+    # a reliable source's new value beats a less reliable report of the previous value
+    assert oracle([("new", 0.7), ("old", 0.8)], "new", "old", options=5)
+    assert not oracle([("wrong", 0.95), ("true", 0.6)], "true", "old", options=5)
+    assert not oracle([("wrong", 0.9)], "true", None, options=5)  # never asserted: out of reach
