@@ -69,6 +69,11 @@ class Config:
     #: the vectors' dimension; None (the default): read from the model's files
     #: (:meth:`vector_dim`). Set it only for vectors made outside the bus (tests)
     embedding_dim: int | None = None
+    #: the model's fingerprint (:func:`memorybus.modelinfo.model_fingerprint`), which each
+    #: store records; None: read from the model's files where needed. ``connect`` fills in
+    #: both this and ``embedding_dim`` from the driver's copy of the model
+    #: (:meth:`with_model_resolved`), so shards on nodes without the model need not read it
+    model_fingerprint: str | None = None
     embedder_replicas: int = 1
     embedder_num_cpus: float = 1.0
     embed_batch_size: int = 32
@@ -170,6 +175,9 @@ class Config:
         if self.model_path is not None and (not isinstance(self.model_path, str | os.PathLike)
                                             or not os.fspath(self.model_path)):
             raise ConfigError("model_path", "must be a model name or directory, or None (the shipped MiniLM)")
+        if self.model_fingerprint is not None and (not isinstance(self.model_fingerprint, str)
+                                                   or not self.model_fingerprint):
+            raise ConfigError("model_fingerprint", "must be a non-empty string, or None (read from the model)")
         if self.query_encoder not in ("auto", "local", "embedder"):
             raise ConfigError("query_encoder", "must be 'auto', 'local' or 'embedder'")
         if self.embedder_replicas < 1:
@@ -245,6 +253,19 @@ class Config:
         from memorybus.modelinfo import model_dimension
 
         return model_dimension(self.resolved_model_path())
+
+    def fingerprint(self) -> str:
+        """``model_fingerprint`` when set, else read from the model's files."""
+        if self.model_fingerprint:
+            return self.model_fingerprint
+        from memorybus.modelinfo import model_fingerprint
+
+        return model_fingerprint(self.resolved_model_path())
+
+    def with_model_resolved(self) -> Config:
+        """This config with ``embedding_dim`` and ``model_fingerprint`` read from the model's
+        files here (EmbeddingError when they cannot be read)."""
+        return replace(self, embedding_dim=self.vector_dim(), model_fingerprint=self.fingerprint())
 
     def shard_dir(self, shard: str) -> str:
         return os.path.join(self.data_dir, shard)

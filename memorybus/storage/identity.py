@@ -16,7 +16,8 @@ presence says "a store existed here". Opening a shard then refuses, with
   (``Config(migrate=True)``, see :mod:`memorybus.storage.reshard`).
 
 The store also records the model its vectors came from (``model``: its name as
-configured, ``model_fingerprint``: :func:`memorybus.modelinfo.model_fingerprint`,
+configured, ``model_fingerprint``: :func:`memorybus.modelinfo.model_fingerprint`
+as ``Config.fingerprint()`` gives it,
 ``embedding_dim``). Opening it with a model of another fingerprint or dimension
 raises :class:`~memorybus.errors.ConfigError` naming both models, before anything
 is read or written: vectors of two models are not comparable. A store written
@@ -88,11 +89,9 @@ def new_identity(config: Config, shard: str) -> dict[str, str]:
 
 def model_identity(config: Config) -> dict[str, str]:
     """What the store records of the model that makes its vectors."""
-    from memorybus.modelinfo import model_fingerprint
-
     return {
         "model": config.model_label(),
-        "model_fingerprint": model_fingerprint(config.resolved_model_path()),
+        "model_fingerprint": config.fingerprint(),
         "embedding_dim": str(config.vector_dim()),
     }
 

@@ -26,6 +26,7 @@ def test_factories():
         {"embedding_dim": 0},
         {"embedding_dim": 2.5},
         {"model_path": ""},
+        {"model_fingerprint": ""},
     ],
 )
 def test_bad_config(kw):

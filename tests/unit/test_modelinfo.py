@@ -64,6 +64,11 @@ def test_a_store_refuses_another_model_and_names_both(tmp_path, projected_model_
         assert cfg.model_label() in text and projected_model_path in text and "384" in text and "48" in text
         assert (store.meta(), Path(marker_path(cfg, "shard-0")).read_text()) == before  # refused: nothing changed
         assert check_identity(cfg, "shard-0", store) == meta  # its own model still opens it
+        resolved = cfg.with_model_resolved()  # what connect hands the actors: read once, on the driver
+        assert (resolved.embedding_dim, resolved.model_fingerprint) == (384, meta["model_fingerprint"])
+        assert check_identity(resolved, "shard-0", store) == meta
+        with pytest.raises(ConfigError):  # the shard checks the fingerprint it was given, not its own reading
+            check_identity(resolved.with_(model_fingerprint="0" * 16), "shard-0", store)
     finally:
         store.close()
 
