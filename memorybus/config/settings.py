@@ -175,6 +175,9 @@ class Config:
         if self.model_path is not None and (not isinstance(self.model_path, str | os.PathLike)
                                             or not os.fspath(self.model_path)):
             raise ConfigError("model_path", "must be a model name or directory, or None (the shipped MiniLM)")
+        if self.model_path is not None and os.path.isdir(os.path.expanduser(os.fspath(self.model_path))):
+            # a directory, like data_dir, resolved where the config is built: every actor reads the same one
+            object.__setattr__(self, "model_path", os.path.abspath(os.path.expanduser(os.fspath(self.model_path))))
         if self.model_fingerprint is not None and (not isinstance(self.model_fingerprint, str)
                                                    or not self.model_fingerprint):
             raise ConfigError("model_fingerprint", "must be a non-empty string, or None (read from the model)")

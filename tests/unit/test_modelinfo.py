@@ -43,6 +43,15 @@ def test_the_fingerprint_follows_the_weights_not_the_path(model_path, projected_
     assert model_fingerprint(str(tuned)) != model_fingerprint(model_path)
 
 
+def test_a_relative_model_directory_is_resolved_where_the_config_is_built(model_path, tmp_path, monkeypatch):
+    shutil.copytree(model_path, tmp_path / "mymodel")
+    monkeypatch.chdir(tmp_path)
+    cfg = Config(model_path="mymodel")
+    monkeypatch.chdir("/")  # an actor's working directory
+    assert cfg.model_path == str(tmp_path / "mymodel") and cfg.vector_dim() == 384
+    assert Config(model_path="some-org/some-model").model_path == "some-org/some-model"  # a name stays a name
+
+
 def test_a_model_that_is_neither_a_directory_nor_cached_is_named_in_the_error(tmp_path):
     with pytest.raises(EmbeddingError, match="no-such-org/no-such-model"):
         model_dimension("no-such-org/no-such-model")
