@@ -48,14 +48,19 @@ from benchmarks.common import log  # noqa: E402
 
 
 class CachedEncoder:
-    """The bus's encoder (``Embedder``, lean path) with a content-hash cache on disk."""
+    """The bus's encoder (``Embedder``, lean path) with a content-hash cache on disk, one
+    file per model (``model``: ``Config.model_path``; None: the shipped MiniLM)."""
 
-    def __init__(self, cache_dir: str, threads: int = 2) -> None:
+    def __init__(self, cache_dir: str, threads: int = 2, model: str | None = None) -> None:
         from memorybus.config import Config
+        from memorybus.modelinfo import model_fingerprint
 
-        self.path = Path(cache_dir) / "vectors.npz"
+        cfg = Config(model_path=model)
+        self.model_path = cfg.resolved_model_path()
+        self.dim = cfg.vector_dim()
+        name = "vectors.npz" if model is None else f"vectors-{model_fingerprint(self.model_path)}.npz"
+        self.path = Path(cache_dir) / name
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self.model_path = Config().resolved_model_path()
         self.threads = threads
         self._model: Any = None
         self._vecs: dict[str, np.ndarray] = {}
@@ -82,7 +87,7 @@ class CachedEncoder:
                 for t, v in zip(part, self._model.encode(part), strict=True):
                     self._vecs[self._key(t)] = v
             self._dirty = True
-        return np.stack([self._vecs[k] for k in keys]) if keys else np.zeros((0, 384), np.float32)
+        return np.stack([self._vecs[k] for k in keys]) if keys else np.zeros((0, self.dim), np.float32)
 
     def save(self) -> None:
         if self._dirty:
@@ -104,8 +109,9 @@ class Harness:
         self.dir = tempfile.mkdtemp(prefix="mb-tune-")
         self.encoder = encoder
         self.clock = ManualClock(time.time())
-        self.shard = Shard("shard-0", SqliteStore(f"{self.dir}/r.sqlite"), EdgeVectorIndex(f"{self.dir}/v", 384),
-                           dim=384, clock=self.clock, ranking=ranking)  # fmt: skip
+        dim = encoder.dim
+        self.shard = Shard("shard-0", SqliteStore(f"{self.dir}/r.sqlite"), EdgeVectorIndex(f"{self.dir}/v", dim),
+                           dim=dim, clock=self.clock, ranking=ranking)  # fmt: skip
 
     def store(self, items: list[dict[str, Any]], context: Any) -> list[Any]:
         from memorybus.items import build_memory
@@ -307,6 +313,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--grid", action="append", default=[], metavar="NAME=V1,V2,...")
     p.add_argument("--limit", type=int, default=None, help="LongMemEval: the first N questions")
     p.add_argument("--cache", default=os.path.join(tempfile.gettempdir(), "memorybus-tune-cache"))
+    p.add_argument("--model", default=None, help="a sentence-transformers model (default: the shipped MiniLM)")
     p.add_argument("--out", default=None, help="write the results as JSON")
     p.add_argument("--calibrate", action="store_true", help="LoCoMo: print the cosine scale of relevance and stop")
     p.add_argument("--by-conversation", action="store_true", help="LoCoMo: also print R@10 per conversation")
@@ -327,7 +334,7 @@ def main(argv: list[str] | None = None) -> int:
         over = _weights([f"{n}={v}" for (n, _), v in zip(grid, combo, strict=True)])
         rankings.append(replace(base, **over))
     changed = [n for n, _ in grid] + [w.partition("=")[0] for w in args.weight]
-    encoder = CachedEncoder(args.cache)
+    encoder = CachedEncoder(args.cache, model=args.model)
     t0 = time.perf_counter()
     if args.calibrate:
         print(locomo_calibrate(args, encoder))

@@ -95,6 +95,8 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="NAME=VALUE",
         help="override a RankingWeights field, e.g. --weight context_mix=0 --weight contextual_text=true",
     )
+    ev.add_argument("--model", help="a sentence-transformers model (directory, or a name in the local Hugging Face "
+                                    "cache) for the bus and the baselines (default: the shipped MiniLM)")
     ev.add_argument("--no-progress", action="store_true", help="no progress bars")
     ev.add_argument(
         "--no-index-path",
@@ -142,13 +144,13 @@ def cmd_eval(args: argparse.Namespace) -> int:
         convs = [c for c in (args.conversations or "").split(",") if c] or None
         result = runner.run_locomo(
             args.data, args.out, conversations=convs, shards=args.shards, ranking=weights,
-            show_progress=not args.no_progress, index_path=not args.no_index_path,
+            show_progress=not args.no_progress, index_path=not args.no_index_path, model=args.model,
         )  # fmt: skip
         print(runner.summary_locomo(result))
     else:
         result = runner.run_longmemeval(
             args.data, args.out, limit=args.limit, shards=args.shards, ranking=weights,
-            show_progress=not args.no_progress,
+            show_progress=not args.no_progress, model=args.model,
         )  # fmt: skip
         print(runner.summary_longmemeval(result))
     return 0

@@ -193,3 +193,19 @@ def embedder(model_path: str):  # type: ignore[no-untyped-def]
     from memorybus.embedding import Embedder
 
     return Embedder(model_path, threads=1)
+
+
+@pytest.fixture(scope="session")
+def projected_model_path(model_path: str, tmp_path_factory: pytest.TempPathFactory) -> str:
+    """Another sentence-transformers model, made here (nothing is downloaded): MiniLM with
+    a Dense layer projecting its vectors to 48 dimensions, saved to a directory."""
+    import torch
+    from sentence_transformers import SentenceTransformer, models
+
+    torch.manual_seed(0)
+    base = SentenceTransformer(model_path, device="cpu")
+    dense = models.Dense(in_features=384, out_features=48, activation_function=torch.nn.Identity())
+    model = SentenceTransformer(modules=[base[0], base[1], dense, models.Normalize()], device="cpu")
+    out = tmp_path_factory.mktemp("projected-model")
+    model.save(str(out))
+    return str(out)

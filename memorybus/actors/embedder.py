@@ -14,7 +14,7 @@ from memorybus.actors.names import embedder_actor_name
 from memorybus.actors.runtime import unwrap
 from memorybus.config import Config
 from memorybus.embedding import BatchingEmbedder, Embedder
-from memorybus.errors import ActorUnavailable
+from memorybus.errors import ActorUnavailable, ConfigError
 
 
 class EmbedderActor:
@@ -32,6 +32,9 @@ class EmbedderActor:
             batch_size=config.embed_batch_size,
             cache_size=config.embed_cache_size,
         )
+        if self._embedder.dim != config.vector_dim():
+            raise ConfigError("embedding_dim", f"model {config.model_label()!r} makes vectors of dimension "
+                                               f"{self._embedder.dim}, not {config.vector_dim()}")
         self._batching = BatchingEmbedder(self._embedder, max_batch=config.embed_batch_size)
 
     async def encode(self, texts: Sequence[str]) -> np.ndarray:

@@ -83,7 +83,7 @@ class Ingest:
                 self.order.reach(op, "decided")
             try:
                 vectors = (self.pool.wait(calls, self.config.write_timeout) if calls
-                           else np.zeros((0, self.config.embedding_dim), dtype=np.float32))
+                           else np.zeros((0, self.config.vector_dim()), dtype=np.float32))
                 self._wait_for(shard, context, after, "done")
                 return write(vectors)
             finally:

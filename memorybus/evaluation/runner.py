@@ -49,13 +49,15 @@ MODES = ("structured", "plain")
 WARMUP = 5
 
 
-def _connect(data_dir: str, namespace: str, shards: int, ranking: RankingWeights, threads: int = 2) -> Any:
+def _connect(data_dir: str, namespace: str, shards: int, ranking: RankingWeights, threads: int = 2,
+             model: str | None = None) -> Any:  # fmt: skip
     """The bus on this machine with the raw model's budget: one embedder with ``threads``
-    torch threads (as the raw model has), shards beside it, no embedding cache."""
+    torch threads (as the raw model has), shards beside it, no embedding cache; ``model``:
+    ``Config.model_path`` (None: the default MiniLM)."""
     import memorybus
 
     cfg = Config.embedded(data_dir, num_shards=shards, namespace=namespace, ranking=ranking,
-                          embedder_num_cpus=float(threads), embed_cache_size=0)  # fmt: skip
+                          embedder_num_cpus=float(threads), embed_cache_size=0, model_path=model)  # fmt: skip
     return memorybus.connect(cfg, num_cpus=threads + 1, include_dashboard=False, log_to_driver=False)
 
 
@@ -94,8 +96,10 @@ def run_locomo(
     ranking: RankingWeights | None = None,
     show_progress: bool = True,
     index_path: bool = True,
+    model: str | None = None,
 ) -> dict[str, Any]:
-    """The LoCoMo protocol (see :mod:`memorybus.evaluation.locomo`); returns and writes the result."""
+    """The LoCoMo protocol (see :mod:`memorybus.evaluation.locomo`); returns and writes the result.
+    ``model``: the sentence-transformers model of the bus and of every baseline (None: MiniLM)."""
     from memorybus.items import build_memory
     from memorybus.retrieval.options import RecallOptions
     from memorybus.scopes import Context
@@ -110,8 +114,10 @@ def run_locomo(
     n_mem = sum(len(c.turns) for c in convs)
     n_q = sum(len(c.questions) for c in convs)
     log(f"locomo: {len(convs)} conversations, {n_mem} memories, {n_q} questions")
-    raw = RawModel(Config().resolved_model_path())
+    raw = RawModel(Config(model_path=model).resolved_model_path())
     doc_vecs = {c.sample_id: raw.encode_all([t.content for t in c.turns])[0] for c in convs}
+    # the dense baseline again, over the texts the dataset's own retrieval code embeds
+    dated_vecs = {c.sample_id: raw.encode_all([t.dataset_text for t in c.turns])[0] for c in convs}
     _, st_rate = raw.encode_all([t.content for c in convs for t in c.turns], "st", "raw encode (s-t path)",
                                 show_progress)  # fmt: skip
     paths = [("", ranking)] + ([("_index", replace(ranking, exact_dense_limit=0))] if index_path else [])
@@ -124,7 +130,7 @@ def run_locomo(
     try:
         for suffix, weights in paths:
             data_dir = tempfile.mkdtemp(prefix="mb-eval-")
-            bus = _connect(data_dir, f"mb_eval_locomo{suffix}", shards, weights)
+            bus = _connect(data_dir, f"mb_eval_locomo{suffix}", shards, weights, model=model)
             try:
                 bus.embed(["warm up"])
                 for mode in MODES:
@@ -169,7 +175,8 @@ def run_locomo(
         raw.close()
 
     for c in convs:
-        corpus = Corpus([t.content for t in c.turns], doc_vecs[c.sample_id])
+        corpus = Corpus([t.content for t in c.turns], doc_vecs[c.sample_id],
+                        {"dense_dated": dated_vecs[c.sample_id]})  # fmt: skip
         for j, q in enumerate(c.questions):
             for method, order in corpus.rank_all(q.text, qvecs[(c.sample_id, j)]).items():
                 rows[method].append(_row_locomo(q, [c.turns[i].dia_id for i in order[:10]]))
@@ -179,8 +186,11 @@ def run_locomo(
     result: dict[str, Any] = {
         "dataset": "locomo", "data": os.fspath(data), "conversations": [c.sample_id for c in convs],
         "memories": n_mem, "questions": n_q, "questions_dropped_no_gold": sum(c.dropped_questions for c in convs),
-        "overall_categories": [locomo.CATEGORIES[c] for c in locomo.OVERALL], "methods": [*ours, *BASELINES],
-        "ranking": asdict(ranking),
+        "overall_categories": [locomo.CATEGORIES[c] for c in locomo.OVERALL],
+        "methods": [*ours, *BASELINES, "dense_dated"], "ranking": asdict(ranking),
+        "model": Config(model_path=model).model_label(),
+        "baseline_texts": {"dense": "<speaker>: <text> (the memories' own text)",
+                           "dense_dated": "(<session date>) <speaker> said, \"<text>\" (LoCoMo's retrieval code)"},
     }  # fmt: skip
     for method in result["methods"]:
         result[method] = _summary(rows[method], "category", dict(locomo.CATEGORIES), locomo.OVERALL, metrics)
@@ -209,7 +219,7 @@ def run_locomo(
     out_dir.mkdir(parents=True, exist_ok=True)
     write_json(out_dir / "locomo.json", result)
     names = [locomo.CATEGORIES[c] for c in locomo.OVERALL] + ["overall"]
-    shown = [f"memorybus_{m}" for m in MODES] + list(BASELINES)
+    shown = [f"memorybus_{m}" for m in MODES] + list(BASELINES) + ["dense_dated"]
     plot_by_category(out_dir / "locomo_recall.png", result, shown, names, ["recall@5", "recall@10"], "LoCoMo")
     return result
 
@@ -232,8 +242,10 @@ def run_longmemeval(
     ranking: RankingWeights | None = None,
     show_progress: bool = True,
     depth: int = 100,
+    model: str | None = None,
 ) -> dict[str, Any]:
-    """The LongMemEval_s session-level protocol (see :mod:`memorybus.evaluation.longmemeval`)."""
+    """The LongMemEval_s session-level protocol (see :mod:`memorybus.evaluation.longmemeval`).
+    ``model``: the sentence-transformers model of the bus and of every baseline (None: MiniLM)."""
     from memorybus.retrieval.options import RecallOptions
     from memorybus.scopes import Context
 
@@ -242,7 +254,7 @@ def run_longmemeval(
     if limit:
         items = items[:limit]
     log(f"longmemeval: {len(items)} questions ({skipped} skipped: no user-side gold)")
-    raw = RawModel(Config().resolved_model_path())
+    raw = RawModel(Config(model_path=model).resolved_model_path())
     docs: dict[str, str] = {s.session_id: s.document for it in items for s in it.sessions}
     doc_ids = list(docs)
     doc_vecs, _ = raw.encode_all([docs[d] for d in doc_ids], "lean", "raw encode (session docs)", show_progress)
@@ -261,7 +273,7 @@ def run_longmemeval(
     data_dir = tempfile.mkdtemp(prefix="mb-eval-")
     speed: dict[str, Any] = {}
     try:
-        bus = _connect(data_dir, "mb_eval_lme", shards, ranking)
+        bus = _connect(data_dir, "mb_eval_lme", shards, ranking, model=model)
         try:
             bus.embed(["warm up"])
             for mode in MODES:
@@ -293,7 +305,7 @@ def run_longmemeval(
     result: dict[str, Any] = {
         "dataset": "longmemeval_s", "data": os.fspath(data), "questions": len(items),
         "skipped_no_user_gold": skipped, "methods": [*ours, *BASELINES], "recall_depth": depth,
-        "ranking": asdict(ranking),
+        "ranking": asdict(ranking), "model": Config(model_path=model).model_label(),
     }  # fmt: skip
     for method in result["methods"]:
         result[method] = _summary(rows[method], "type", {t: t for t in types}, types, metrics)

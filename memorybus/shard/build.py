@@ -63,7 +63,7 @@ def _build(
             shard,
             store,
             index,
-            dim=config.embedding_dim,
+            dim=config.vector_dim(),
             clock=clock,
             ranking=config.ranking,
             max_content_chars=config.max_content_chars,

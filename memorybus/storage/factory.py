@@ -51,9 +51,9 @@ def _open_index_once(config: Config, shard: str) -> VectorIndex:
     if config.vector_backend == "qdrant":
         collection = f"{config.namespace}_{shard}".replace("-", "_")
         if config.qdrant_url:
-            return QdrantClientIndex(collection, config.embedding_dim, url=config.qdrant_url)
-        return QdrantClientIndex(collection, config.embedding_dim, path=local_index_dir(config, shard))
-    return EdgeVectorIndex(os.path.join(config.shard_dir(shard), "vectors"), config.embedding_dim)
+            return QdrantClientIndex(collection, config.vector_dim(), url=config.qdrant_url)
+        return QdrantClientIndex(collection, config.vector_dim(), path=local_index_dir(config, shard))
+    return EdgeVectorIndex(os.path.join(config.shard_dir(shard), "vectors"), config.vector_dim())
 
 
 def open_index(config: Config, shard: str) -> VectorIndex:

@@ -15,6 +15,15 @@ presence says "a store existed here". Opening a shard then refuses, with
   shards (rendezvous routing), so the bus must be migrated first
   (``Config(migrate=True)``, see :mod:`memorybus.storage.reshard`).
 
+The store also records the model its vectors came from (``model``: its name as
+configured, ``model_fingerprint``: :func:`memorybus.modelinfo.model_fingerprint`
+as ``Config.fingerprint()`` gives it,
+``embedding_dim``). Opening it with a model of another fingerprint or dimension
+raises :class:`~memorybus.errors.ConfigError` naming both models, before anything
+is read or written: vectors of two models are not comparable. A store written
+before models were recorded (made with the only model there was, MiniLM) records
+the configured one the first time it is opened.
+
 A store written before identities existed (no meta, no marker, but records) is
 adopted as it is.
 """
@@ -29,7 +38,7 @@ import uuid
 from typing import Any
 
 from memorybus.config import Config
-from memorybus.errors import StoreMismatch
+from memorybus.errors import ConfigError, StoreMismatch
 from memorybus.storage.base import Store
 
 MARKER = "shard.json"
@@ -74,7 +83,33 @@ def new_identity(config: Config, shard: str) -> dict[str, str]:
         "num_shards": str(config.num_shards),
         "store_id": uuid.uuid4().hex,
         "created": repr(time.time()),
+        **model_identity(config),
     }
+
+
+def model_identity(config: Config) -> dict[str, str]:
+    """What the store records of the model that makes its vectors."""
+    return {
+        "model": config.model_label(),
+        "model_fingerprint": config.fingerprint(),
+        "embedding_dim": str(config.vector_dim()),
+    }
+
+
+def check_model(config: Config, shard: str, meta: dict[str, str]) -> dict[str, str]:
+    """The model fields to add to ``meta`` (none when it has them); ConfigError when
+    ``meta`` records another model than ``config`` names."""
+    mine = model_identity(config)
+    if "model_fingerprint" not in meta:
+        return mine
+    if (meta["model_fingerprint"], meta.get("embedding_dim")) != (mine["model_fingerprint"], mine["embedding_dim"]):
+        raise ConfigError("model_path", f"{config.shard_dir(shard)} holds vectors of model {meta.get('model')!r} "
+                                        f"(dimension {meta.get('embedding_dim')}, fingerprint "
+                                        f"{meta['model_fingerprint']}); this config names model {mine['model']!r} "
+                                        f"(dimension {mine['embedding_dim']}, fingerprint "
+                                        f"{mine['model_fingerprint']}): their vectors are not comparable. Open it "
+                                        "with its own model, or give the other model a new data_dir")
+    return {}
 
 
 def store_file_missing(config: Config, shard: str, path: str) -> None:
@@ -107,6 +142,10 @@ def check_identity(config: Config, shard: str, store: Store) -> dict[str, str]:
     if marker is not None and marker.get("store_id") != meta.get("store_id"):
         raise StoreMismatch(shard, f"its store is {meta.get('store_id')}, but {marker_path(config, shard)} says "
                                    f"{marker.get('store_id')}: the store was replaced")
+    missing = check_model(config, shard, meta)
+    if missing:
+        store.set_meta(missing)
+        meta = {**meta, **missing}
     recorded = int(meta.get("num_shards", config.num_shards))
     if recorded != config.num_shards:
         raise StoreMismatch(shard, f"the bus was written with num_shards={recorded}, not {config.num_shards}: "

@@ -17,7 +17,8 @@ def test_eval_locomo_cli_reports_both_modes_both_search_paths_and_the_baselines(
     assert main(["eval", "locomo", "--data", str(data), "--out", str(out), "--no-progress", "--shards", "1"]) == 0
     result = json.loads((out / "locomo.json").read_text())
     ours = ["memorybus_structured", "memorybus_plain", "memorybus_structured_index", "memorybus_plain_index"]
-    assert result["methods"] == [*ours, "bm25_en", "bm25", "dense", "rrf"]
+    assert result["methods"] == [*ours, "bm25_en", "bm25", "dense", "rrf", "dense_dated"]
+    assert "said" in result["baseline_texts"]["dense_dated"] and result["model"].startswith("all-MiniLM-L6-v2")
     for method in result["methods"]:
         assert 0.0 <= result[method]["overall"]["recall@10"] <= 1.0
         assert set(result[method]["by_category"]) >= {"multi-hop", "temporal", "single-hop"}

@@ -90,3 +90,21 @@ def test_changed_shard_count_is_refused_unless_migrated(ray_local, tmp_path, red
         assert r.fact_seq == 3  # the fact's sequence goes on where it was
     finally:
         bus.shutdown()
+
+
+def test_a_bus_runs_on_the_model_its_config_names_and_its_data_refuses_another(ray_local, tmp_path,
+                                                                                projected_model_path):
+    """Another sentence-transformers model (48 dimensions, read from its files) stores and
+    recalls; the data directory it wrote then refuses MiniLM, naming both models."""
+    cfg = Config.embedded(tmp_path / "data", num_shards=1, namespace=f"model_{uuid.uuid4().hex[:6]}",
+                          model_path=projected_model_path, query_encoder="embedder", **SMALL)
+    ctx = Context("org-m", "u1")
+    with mb.connect(cfg) as bus:
+        assert bus.embed(["a beagle"]).shape == (1, 48)
+        bus.remember_many(["Ana adopted a beagle named Toby", "The quarterly report is due on Friday"], ctx)
+        assert "beagle" in bus.recall("Which dog did Ana adopt?", ctx, k=1)[0].node.content
+    with pytest.raises(mb.ConfigError) as err:
+        mb.connect(cfg.with_(model_path=None))
+    assert projected_model_path in str(err.value) and "all-MiniLM-L6-v2" in str(err.value)
+    with mb.connect(cfg) as bus:  # its own model still opens it, the memories there
+        assert len(bus.list_memories(ctx, limit=10).memories) == 2

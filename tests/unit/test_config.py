@@ -23,6 +23,10 @@ def test_factories():
         {"embed_batch_size": 0},
         {"vector_backend": "faiss"},
         {"query_encoder": "gpu"},
+        {"embedding_dim": 0},
+        {"embedding_dim": 2.5},
+        {"model_path": ""},
+        {"model_fingerprint": ""},
     ],
 )
 def test_bad_config(kw):

@@ -56,6 +56,16 @@ def test_locomo_protocol(tmp_path):
     assert locomo.normalise_ids("D30:05") == ["D30:5"]
 
 
+def test_the_dated_baseline_text_is_what_locomos_retrieval_code_embeds_and_memories_keep_their_own(tmp_path):
+    path = tmp_path / "locomo.json"
+    path.write_text(json.dumps(locomo_sample()))
+    (conv,) = locomo.load(path)
+    assert conv.turns[0].dataset_text == '(1:56 pm on 8 May, 2023) Ana said, "I adopted a beagle."'
+    assert conv.turns[1].dataset_text == '(1:56 pm on 8 May, 2023) Ben said, "Nice!" [shares a photo of a dog]'
+    for mode in locomo.MODES:  # the adapter's format never reaches what the bus stores
+        assert locomo.memory_item(conv, conv.turns[0], mode)["content"] == "Ana: I adopted a beagle."
+
+
 def test_longmemeval_protocol(tmp_path):
     data = [
         {
@@ -106,6 +116,12 @@ def test_baselines():
     ranks = Corpus(docs, vecs).rank_all("pottery", vecs[2])
     assert ranks["bm25"][0] == 1 and ranks["bm25_en"][0] == 1 and ranks["dense"][0] == 2
     assert set(ranks) == {"bm25_en", "bm25", "dense", "rrf"}
+    alt = np.eye(3, dtype=np.float32)[[1, 2, 0]]  # other texts of the same memories: other vectors
+    ranks = Corpus(docs, vecs, {"dense_dated": alt}).rank_all("pottery", vecs[2])
+    assert ranks["dense"][0] == 2 and ranks["dense_dated"][0] == 1  # ranked by its own vectors
+    assert set(ranks) == {"bm25_en", "bm25", "dense", "rrf", "dense_dated"}
+    with pytest.raises(ValueError, match="dense_dated"):
+        Corpus(docs, vecs, {"dense_dated": alt[:2]})  # one vector per memory
 
 
 def test_the_english_analyzer_stems_and_drops_stop_words_and_plain_bm25_does_not():
