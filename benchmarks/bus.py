@@ -6,6 +6,7 @@ each one, as for a real fact); the same run also times assertions whose values
 repeat six pre-embedded texts, reported apart as ``assert_fact_cached_values``.
 
     python benchmarks/bus.py --subscribers 100 --writers 16 --asserts 200
+    python benchmarks/bus.py --subscribers 0 --writers 0 --many-actors 50 --subs-per-actor 20
 
 Fan-out latency is measured from the moment the shard stamps an event (just
 before its durable commit) to the moment a subscriber actor receives it. The
@@ -86,10 +87,11 @@ def fanout(bus: Any, args: argparse.Namespace) -> dict[str, Any]:
         bus.subscribe(mb.Context(org, f"user{i}", f"agent{i}"), target=s, name=f"fan-{i}")
     print(f"started {len(subs)} subscriber actors in {time.time() - t:.1f}s", file=sys.stderr)
 
-    # wait on the hub actor's delivery count (one call per poll), not on every
-    # subscriber: polling 100 actors would load the cores the fan-out needs
+    # wait on the hub actor's delivery count (one cheap call per poll: its totals, not
+    # the per-subscription stats), not on every subscriber: polling 100 actors would
+    # load the cores the fan-out needs
     def delivered() -> int:
-        return int(bus.bus_stats(mb.Context(org))["delivered"])
+        return sum(h["delivered"] for h in bus.hub_stats())
 
     def wait_for(target: int, timeout: float) -> None:
         deadline = time.time() + timeout
@@ -135,6 +137,108 @@ def fanout(bus: Any, args: argparse.Namespace) -> dict[str, Any]:
         f"fan-out to {len(subs)} subscribers: p50 {out['p50_ms']:.1f} ms, p99 {out['p99_ms']:.1f} ms "
         f"({len(lat)}/{out['expected_deliveries']} deliveries); plain Ray fan-out in the same run: "
         f"p50 {out['plain_ray_p50_ms']:.1f} ms, p99 {out['plain_ray_p99_ms']:.1f} ms",
+        file=sys.stderr,
+    )
+    return out
+
+
+def many_subscribers(bus: Any, args: argparse.Namespace) -> dict[str, Any]:
+    """``args.many_actors`` subscriber actors holding ``args.subs_per_actor`` subscriptions
+    each (one method per subscription, so each counts its own); writers commit
+    ``args.many_events`` org-scope memories in batches of ``args.many_batch``. Reports
+    deliveries per second (every subscription sees every event: events x subscriptions,
+    from the first event's stamp to the last receipt), events lost (expected but never
+    received, per subscription) and duplicates."""
+    import ray
+
+    import memorybus as mb
+
+    per = args.subs_per_actor
+
+    def method(j: int) -> Any:
+        def on(self: Any, batch: list) -> None:
+            now = time.time()
+            got = self.got[j]
+            for e in batch:
+                key = (e.scope_key, e.seq)
+                if key in got:
+                    self.dup += 1
+                got.add(key)
+            self.calls += 1
+            self.first = min(self.first, *(e.at for e in batch))
+            self.last = now
+
+        on.__name__ = f"on_{j}"
+        return on
+
+    def init(self: Any) -> None:
+        self.got = [set() for _ in range(per)]
+        self.dup = self.calls = 0
+        self.first, self.last = float("inf"), 0.0
+
+    def report(self: Any) -> dict[str, Any]:
+        return {"got": [len(g) for g in self.got], "dup": self.dup, "calls": self.calls,
+                "first": self.first, "last": self.last}
+
+    body = {"__init__": init, "report": report} | {f"on_{j}": method(j) for j in range(per)}
+    many_cls = ray.remote(num_cpus=0)(type("ManySubscriber", (), body))
+
+    org = "many"
+    writer = mb.Context(org, "w", "writer")
+    t = time.time()
+    actors = [many_cls.remote() for _ in range(args.many_actors)]
+    ray.get([a.report.remote() for a in actors], timeout=600)
+    for a, actor in enumerate(actors):
+        for j in range(per):
+            bus.subscribe(mb.Context(org, f"user{a}", f"agent{a}-{j}"), target=actor, method=f"on_{j}",
+                          name=f"many-{a}-{j}")
+    subs = len(actors) * per
+    print(f"{subs} subscriptions on {len(actors)} actors in {time.time() - t:.1f}s", file=sys.stderr)
+
+    def delivered() -> int:
+        return sum(h["delivered"] for h in bus.hub_stats())
+
+    texts = [f"team notice {i}: standup moves to {i % 9 + 9} am" for i in range(args.many_events)]
+    bus.embed(texts)  # the embedder's cache has them: the run times delivery, not the model
+    base = delivered()
+    expected = args.many_events * subs
+    write_s: list[float] = []
+    t0 = time.time()
+    for start in range(0, args.many_events, args.many_batch):
+        items = [{"content": t, "scope": "org"} for t in texts[start:start + args.many_batch]]
+        w = time.perf_counter()
+        bus.remember_many(items, writer)  # a writer's call returns once its batch is durable
+        write_s.append(time.perf_counter() - w)
+    writes_done = time.time() - t0
+    deadline = time.time() + args.many_timeout
+    while delivered() < base + expected and time.time() < deadline:
+        time.sleep(0.05)
+    reports = ray.get([a.report.remote() for a in actors], timeout=120)
+    replays = sum(s["replays"] for s in bus.bus_stats(mb.Context(org))["subscriptions"].values())
+    for actor in actors:
+        ray.kill(actor)
+    received = sum(sum(r["got"]) for r in reports)
+    first = min(r["first"] for r in reports)
+    last = max(r["last"] for r in reports)
+    out = {
+        "subscriptions": subs,
+        "actors": len(actors),
+        "events": args.many_events,
+        "expected_deliveries": expected,
+        "delivered": received,
+        "lost": expected - received,
+        "duplicates": sum(r["dup"] for r in reports),
+        "calls": sum(r["calls"] for r in reports),
+        "replays": replays,  # subscriptions that fell behind (queue bound) or saw a gap, and read the log
+        "seconds": last - first,
+        "deliveries_per_s": received / max(1e-9, last - first),
+        "writes_seconds": writes_done,
+        "write_call_p50_ms": pct([x * 1000 for x in write_s], 50),
+        "write_call_max_ms": max(write_s) * 1000,
+    }
+    print(
+        f"{subs} subscriptions ({len(actors)} actors): {received}/{expected} delivered, lost {out['lost']}, "
+        f"{out['deliveries_per_s']:.0f} deliveries/s in {out['calls']} calls; writers done in {writes_done:.2f}s",
         file=sys.stderr,
     )
     return out
@@ -252,6 +356,11 @@ def main() -> int:
     ap.add_argument("--subscribers", type=int, default=100)
     ap.add_argument("--events", type=int, default=30, help="broadcasts measured")
     ap.add_argument("--gap", type=float, default=0.05, help="seconds between measured broadcasts")
+    ap.add_argument("--many-actors", type=int, default=0, help="the many-subscriber run: actors (0: skip)")
+    ap.add_argument("--subs-per-actor", type=int, default=20)
+    ap.add_argument("--many-events", type=int, default=200)
+    ap.add_argument("--many-batch", type=int, default=20, help="memories per remember_many call")
+    ap.add_argument("--many-timeout", type=float, default=300.0)
     ap.add_argument("--writers", type=int, default=16)
     ap.add_argument("--orgs", type=int, default=1, help="writers spread their facts over this many orgs")
     ap.add_argument("--asserts", type=int, default=200, help="assert_fact calls per writer")
@@ -275,6 +384,8 @@ def main() -> int:
     try:
         if args.subscribers > 0:
             result["fanout"] = fanout(bus, args)
+        if args.many_actors > 0:
+            result["many"] = many_subscribers(bus, args)
         if args.writers > 0:
             result |= resolved_asserts(bus, args)
     finally:

@@ -44,6 +44,8 @@ class Event:
     by: str = ""
     seq: int = 0
     data: dict[str, Any] = field(default_factory=dict)
+    #: the log record, once encoded (:meth:`seal`); what crosses to other processes
+    wire: bytes | None = field(default=None, init=False, repr=False, compare=False)
 
     @property
     def scope(self) -> Scope:
@@ -70,10 +72,32 @@ class Event:
             },
         )
 
+    def seal(self) -> bytes:
+        """Encode the log record once and keep it: the commit stores it, and every later
+        copy of this event (to the hub, to each subscriber) carries these bytes instead
+        of pickling the memory again. Seal only an event that will not change (its
+        ``seq`` may: it travels beside the record)."""
+        if self.wire is None:
+            self.wire = self.encode()
+        return self.wire
+
+    def __reduce__(self) -> tuple[Any, tuple[bytes, int]]:
+        # pickled (by Ray, between processes) as its log record: one msgpack encoding per
+        # event however many subscribers receive it; a live delivery is byte for byte
+        # what a replay from the log delivers
+        return (_from_wire, (self.wire if self.wire is not None else self.encode(), self.seq))
+
     @classmethod
     def decode(cls, blob: bytes, seq: int) -> Event:
         d = decode(blob, EVENT)
-        return cls(EventKind(d["kind"]), node_from_dict(d["node"]), d["at"], d["by"], seq, d["data"])
+        ev = cls(EventKind(d["kind"]), node_from_dict(d["node"]), d["at"], d["by"], seq, d["data"])
+        ev.wire = bytes(blob)
+        return ev
+
+
+def _from_wire(blob: bytes, seq: int) -> Event:
+    """An event from its pickled form (see :meth:`Event.__reduce__`)."""
+    return Event.decode(blob, seq)
 
 
 #: the ``data`` entries an event about erased or forgotten content keeps (ids and outcomes, no text)

@@ -45,7 +45,7 @@ from collections import Counter, deque
 from typing import Any
 
 from memorybus.errors import ActorUnavailable, StoreUnavailable
-from memorybus.events import Event, EventFilter, deliverable
+from memorybus.events import Event, EventFilter
 from memorybus.pubsub.parking import Parking
 from memorybus.pubsub.ports import Deliver, KeyValue, LastSeqs, ReadEvents, Targets
 from memorybus.pubsub.principals import Principals
@@ -217,26 +217,42 @@ class Hub(Parking, Principals):
 
     # ---------------------------------------------------------------- publish
     def publish(self, events: list[Event]) -> None:
-        """Accept committed events from a shard (never blocks, never raises)."""
+        """Accept committed events from a shard (never blocks, never raises).
+
+        The events are grouped by scope once; each subscription then checks its
+        visibility once per scope (not per event) and its filter per event only when
+        it has one. Order per scope is kept; across scopes none is promised."""
         self.published += len(events)
+        groups: dict[str, list[Event]] = {}
         for ev in events:
             self.published_by_org[ev.node.scope.org] += 1
+            groups.setdefault(ev.scope_key, []).append(ev)
+        orgs = {evs[0].node.scope.org for evs in groups.values()}
         self._look_on_publish()
+        everything = EventFilter()
         for sub in self.subs.values():
-            if sub.closed or sub.needs_replay or sub.more:
-                continue  # it reads these from the log
-            touched = False
-            for ev in events:
-                if ev.node.scope.org != sub.context.org or not ev.node.scope.visible_to(sub.context):
-                    continue
-                last = sub.pending.get(ev.scope_key)
+            if sub.closed or sub.needs_replay or sub.more or sub.context.org not in orgs:
+                continue  # it reads these from the log, or sees none of them
+            if self._accept(sub, groups, sub.filter == everything):
+                sub.wake.set()
+
+    def _accept(self, sub: Subscription, groups: dict[str, list[Event]], unfiltered: bool) -> bool:
+        """Queue what ``sub`` may see of ``groups`` (events by scope key, in order);
+        True if its push loop must wake (new events, or a gap: replay)."""
+        touched = False
+        for scope_key, evs in groups.items():
+            scope = evs[0].node.scope
+            if scope.org != sub.context.org or not scope.visible_to(sub.context):
+                continue
+            last = sub.pending.get(scope_key)
+            for ev in evs:
                 if last is None or ev.seq > last + 1:
                     sub.needs_replay = True  # a gap: catch up from the log
                     break
                 if ev.seq <= last:
                     continue  # already accounted for
-                sub.pending[ev.scope_key] = ev.seq
-                if deliverable(ev, sub.context, sub.filter):
+                last = sub.pending[scope_key] = ev.seq
+                if unfiltered or sub.filter.matches(ev):
                     sub.queue.append(ev)
                     touched = True
                     if len(sub.queue) > self.queue_limit:
@@ -244,9 +260,8 @@ class Hub(Parking, Principals):
                         break
             if sub.needs_replay:
                 sub.queue.clear()
-                sub.wake.set()
-            elif touched:
-                sub.wake.set()
+                return True
+        return touched
 
     # --------------------------------------------------------------- delivery
     def _start(self, sub: Subscription) -> None:

@@ -182,7 +182,7 @@ class Commits:
         answer when the operation had already committed."""
         key = call.key
         evs = list(events)
-        batch.events = [(e.scope_key, e.encode()) for e in evs]
+        batch.events = [(e.scope_key, e.seal()) for e in evs]  # encoded once: the log's and every push's
         batch.event_keys = [e.node.key if "fact_seq" in e.data else None for e in evs]
         batch.op, batch.op_result, batch.attempt = key, encode_outcome(result), uuid.uuid4().hex[:16]
         if self.audit is not None:  # chained by the store in the write's own transaction
