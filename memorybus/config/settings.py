@@ -47,6 +47,12 @@ class Config:
     #: user may not run CONFIG): without it an acknowledged write can be lost in a
     #: crash. False accepts any server (tests, caches you can lose).
     redis_require_fsync: bool = True
+    #: acknowledge a Redis write only after ``WAIT redis_wait_replicas`` confirmed that many
+    #: replicas hold it (within ``redis_wait_timeout`` seconds, else StoreUnavailable): with a
+    #: replica per primary, a failover (Redis Cluster, or a promoted standby) then loses no
+    #: acknowledged write. 0: the primary's own fsync'd answer acknowledges it.
+    redis_wait_replicas: int = 0
+    redis_wait_timeout: float = 1.0
     #: TLS for a ``rediss://`` URL (PEM files, on every node at the same path): the CA
     #: that signed the server's certificate (None: the system's trust store), and for
     #: mutual TLS (``tls-auth-clients yes``) this client's certificate and key, both or
@@ -151,6 +157,10 @@ class Config:
         self._check_redis_tls()
         if not isinstance(self.redis_require_fsync, bool):
             raise ConfigError("redis_require_fsync", "must be True or False")
+        if not isinstance(self.redis_wait_replicas, int) or not 0 <= self.redis_wait_replicas <= 16:
+            raise ConfigError("redis_wait_replicas", "must be a whole number of replicas from 0 to 16")
+        if not 0 < self.redis_wait_timeout <= 60:
+            raise ConfigError("redis_wait_timeout", "must be more than 0 and at most 60 seconds")
         if self.vector_backend not in ("edge", "qdrant"):
             raise ConfigError("vector_backend", "must be 'edge' or 'qdrant'")
         if not 1 <= self.num_shards <= 1024:

@@ -28,6 +28,7 @@ from memorybus.model import MemoryNode
 from memorybus.storage.base import DEFAULT_OP_RETENTION, AlreadyApplied, OpRecord, WriteBatch
 from memorybus.storage.redis_audit import RedisAudit
 from memorybus.storage.redis_client import RedisTLS, describe, open_redis
+from memorybus.storage.redis_cluster import commit_keys, is_cluster, node_clients, run_script
 from memorybus.storage.redis_durability import check_durable
 from memorybus.storage.redis_keys import RedisKeys
 from memorybus.storage.redis_scrub import RedisErasure
@@ -75,6 +76,12 @@ for _, op in ipairs(ops) do
       if not v then return {'missing', op[2]} end
       if op[4] >= 0 and tonumber(v) ~= op[4] then
         return {'conflict', op[2], op[4], tonumber(v)}
+      end
+      if op[1] == 'del' then  -- read before any write: in a moving cluster slot a missing key stops here
+        local s = redis.call('HGET', nk, 's')
+        redis.call('EXISTS', p .. ':s:' .. s)
+        local k = redis.call('HGET', nk, 'k')
+        if k and k ~= '' then redis.call('EXISTS', p .. ':k:' .. s .. '\\31' .. k) end
       end
     end
   end
@@ -124,9 +131,13 @@ return out
 """
 
 # KEYS[1]: the operation record; ARGV[1]: the attempt to fence; ARGV[2]: retention in ms.
+# Found done, its expiry is renewed: a write, so that a WAIT after it covers the record.
 _RESOLVE = """
 local r = redis.call('HGET', KEYS[1], 'r')
-if r then return {'done', r, redis.call('HGET', KEYS[1], 'q')} end
+if r then
+  redis.call('PEXPIRE', KEYS[1], ARGV[2])
+  return {'done', r, redis.call('HGET', KEYS[1], 'q')}
+end
 redis.call('HSET', KEYS[1], 'f' .. ARGV[1], '1')
 redis.call('PEXPIRE', KEYS[1], ARGV[2])
 return {'fenced'}
@@ -185,8 +196,12 @@ class RedisStore(RedisAudit, RedisErasure):
         op_retention: float = DEFAULT_OP_RETENTION,
         require_fsync: bool = True,
         tls: RedisTLS | None = None,
+        wait_replicas: int = 0,
+        wait_timeout: float = 1.0,
     ) -> None:
         self.keys = RedisKeys(namespace, shard)
+        #: (replicas, timeout ms) for WAIT after every commit; None: acknowledged by the primary alone
+        self._wait = (wait_replicas, max(1, int(wait_timeout * 1000))) if wait_replicas > 0 else None
         #: org -> (seq, hash) of its audit chain's last entry, as this store last wrote or read it
         self._heads: dict[str, tuple[int, str]] = {}
         self._retention_ms = str(max(1, int(op_retention * 1000)))
@@ -197,7 +212,10 @@ class RedisStore(RedisAudit, RedisErasure):
             self._touch = self._r.register_script(_TOUCH)
             self._resolve = self._r.register_script(_RESOLVE)
             self._r.ping()
-            self.durability = check_durable(self._r, str(where)) if require_fsync else "unchecked"
+            self.cluster = is_cluster(self._r)
+            self.durability = "unchecked"
+            for name, node in node_clients(self._r) if require_fsync else ():
+                self.durability = check_durable(node, f"{where} (node {name})" if name else str(where))
         except rexc.RedisError as exc:
             self._r.close()
             raise StoreUnavailable("redis", describe(exc, where)) from None
@@ -260,8 +278,16 @@ class RedisStore(RedisAudit, RedisErasure):
         result, seqs = self._call(self._r.hmget, self.keys.op(op), ("r", "q"))
         return None if result is None else OpRecord(bytes(result), _seqs(seqs))
 
+    def _script(self, script: Any, keys: list[str], args: list[Any]) -> Any:
+        return self._call(run_script, self._r, script, keys, args, self._wait)
+
+    def _commit_keys(self, ops: list[list[Any]], op: str) -> list[str]:
+        """The keys the commit script is given: all it touches on a cluster (so that a
+        moving slot redirects it before it runs), the shard's id set alone otherwise."""
+        return commit_keys(self.keys.prefix, ops, op) if self.cluster else [self.keys.all()]
+
     def resolve(self, op: str, attempt: str) -> OpRecord | None:
-        reply = self._call(self._resolve, keys=[self.keys.op(op)], args=[attempt, self._retention_ms])
+        reply = self._script(self._resolve, [self.keys.op(op)], [attempt, self._retention_ms])
         return _record(reply) if reply[0] in (b"done", "done") else None
 
     def touch(self, stats: Mapping[str, tuple[int, float]], *, wait: bool = True) -> bool:
@@ -269,7 +295,10 @@ class RedisStore(RedisAudit, RedisErasure):
             return True
         pipe = self._r.pipeline(transaction=False)
         for mid, (count, when) in stats.items():
-            self._touch(keys=[self.keys.node(mid)], args=[int(count), repr(float(when))], client=pipe)
+            if self.cluster:  # a cluster pipeline does not load scripts: the text itself
+                pipe.execute_command("EVAL", _TOUCH, 1, self.keys.node(mid), int(count), repr(float(when)))
+            else:
+                self._touch(keys=[self.keys.node(mid)], args=[int(count), repr(float(when))], client=pipe)
         self._call(pipe.execute)
         return True
 

@@ -95,7 +95,9 @@ def warn_if_plaintext(url: str) -> bool:
 
 
 def open_redis(url: str, *, tls: RedisTLS | None = None, socket_timeout: float = 5.0) -> redis.Redis:
-    """A redis-py client for ``url`` (no command sent yet). ConfigError when the URL
+    """A redis-py client for ``url``: a :class:`redis.cluster.RedisCluster` when the
+    URL's node runs in cluster mode (asked with ``INFO cluster``), else a plain one
+    (no command sent yet). ConfigError when the URL
     does not parse, or a TLS file is missing, or TLS files come with a non-TLS URL."""
     import redis  # here, not at import: this module's RedisTLS is used where redis is not installed
 
@@ -114,6 +116,10 @@ def open_redis(url: str, *, tls: RedisTLS | None = None, socket_timeout: float =
         kwargs.pop("socket_connect_timeout")
     try:
         client = redis.Redis.from_url(url, **kwargs)
+        if scheme != "unix":  # a node of a Redis Cluster: the cluster client (memorybus.storage.redis_cluster)
+            from memorybus.storage.redis_cluster import open_cluster_if_enabled
+
+            client = open_cluster_if_enabled(url, kwargs) or client
     except (ValueError, TypeError):  # its text may quote any part of the URL, password included
         raise ConfigError("redis_url", f"{where}: not a Redis URL redis-py can open") from None
     warn_if_plaintext(url)
