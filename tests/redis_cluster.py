@@ -146,17 +146,25 @@ class LocalRedisCluster:
             info = node.info("replication")
             if info.get("role") == "slave" and info.get("master_link_status") != "up":
                 return False
+            ranges = node.client().execute_command("CLUSTER", "SLOTS")  # every node knows every replica
+            if sum(len(r) - 3 for r in ranges) < len(live) - self.masters:
+                return False
         return True
 
     def primaries(self) -> list[ClusterNode]:
         return [n for n in self.nodes if n.alive() and n.info("replication").get("role") == "master"]
 
+    def owner_port(self, slot: int) -> int | None:
+        """The port of ``slot``'s primary as a live node sees it (None: none owns it)."""
+        node = next(n for n in self.nodes if n.alive())
+        for start, end, primary, *_ in node.client().execute_command("CLUSTER", "SLOTS"):
+            if start <= slot <= end:
+                return int(primary[1])
+        return None
+
     def owner_of(self, slot: int) -> ClusterNode:
-        for node in self.primaries():
-            for start, end, *_ in node.client().execute_command("CLUSTER", "SLOTS"):
-                if start <= slot <= end:
-                    return next(n for n in self.nodes if n.port == int(_[0][1]))
-        raise LookupError(slot)
+        port = self.owner_port(slot)
+        return next(n for n in self.nodes if n.port == port)
 
     def node_id(self, node: ClusterNode) -> str:
         return node.client().execute_command("CLUSTER", "MYID").decode()
