@@ -28,7 +28,7 @@ import logging
 import os
 import threading
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 from urllib.parse import urlsplit
 
 from memorybus.config.urls import is_loopback, redact_url
@@ -119,7 +119,10 @@ def open_redis(url: str, *, tls: RedisTLS | None = None, socket_timeout: float =
         if scheme != "unix":  # a node of a Redis Cluster: the cluster client (memorybus.storage.redis_cluster)
             from memorybus.storage.redis_cluster import open_cluster_if_enabled
 
-            client = open_cluster_if_enabled(url, kwargs) or client
+            cluster = open_cluster_if_enabled(url, kwargs)
+            if cluster is not None:  # the same commands, routed by key: typed as the plain client
+                client.close()
+                client = cast("redis.Redis", cluster)
     except (ValueError, TypeError):  # its text may quote any part of the URL, password included
         raise ConfigError("redis_url", f"{where}: not a Redis URL redis-py can open") from None
     warn_if_plaintext(url)

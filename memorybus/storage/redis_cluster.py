@@ -32,7 +32,9 @@ from typing import Any
 
 import redis
 import redis.exceptions as rexc
+from redis.backoff import NoBackoff
 from redis.cluster import ClusterNode, RedisCluster
+from redis.retry import Retry
 
 from memorybus.errors import StoreUnavailable
 
@@ -41,7 +43,7 @@ _REDIRECT_SECONDS = 30.0
 
 def open_cluster_if_enabled(url: str, kwargs: dict[str, Any]) -> RedisCluster | None:
     """A cluster client for ``url`` when its node runs in cluster mode, else None."""
-    probe = redis.Redis.from_url(url, **kwargs)
+    probe = redis.Redis.from_url(url, **kwargs, retry=Retry(NoBackoff(), 0))  # once: a down server is told later
     try:
         enabled = str(probe.info("cluster").get("cluster_enabled", 0)) == "1"
     except rexc.RedisError:  # unreachable, or INFO refused: the plain client reports at first use
