@@ -112,7 +112,7 @@ class LocalRedisCluster:
             node.client().execute_command("CLUSTER", "ADDSLOTSRANGE", i * per, last)
         first = self.nodes[0]
         for node in self.nodes[1:]:
-            node.client().execute_command("CLUSTER", "MEET", "127.0.0.1", first.port)
+            node.client().execute_command("CLUSTER", "MEET", "127.0.0.1", first.port, first.bus_port)
         ids = [p.client().execute_command("CLUSTER", "MYID").decode() for p in primaries]
         deadline = time.time() + 20
         for j, node in enumerate(self.nodes[self.masters :]):
@@ -126,9 +126,10 @@ class LocalRedisCluster:
                         raise
                     time.sleep(0.1)
 
-    def wait_ok(self, seconds: float = 30) -> None:
-        """Until every live node says ``cluster_state:ok`` and agrees on the primaries."""
+    def wait_ok(self, seconds: float = 60) -> None:
+        """Until every live node says ``cluster_state:ok`` and knows every replica."""
         deadline = time.time() + seconds
+        last: object = None
         while time.time() < deadline:
             try:
                 live = [n for n in self.nodes if n.alive()]
@@ -136,10 +137,11 @@ class LocalRedisCluster:
                 text = [s.decode() if isinstance(s, bytes) else str(s) for s in states]
                 if all("cluster_state:ok" in t for t in text) and self._replicas_synced(live):
                     return
-            except Exception:  # a node still loading or electing
-                pass
+                last = text
+            except Exception as exc:  # a node still loading or electing
+                last = exc
             time.sleep(0.1)
-        raise RuntimeError("the Redis Cluster did not reach cluster_state:ok")
+        raise RuntimeError(f"the Redis Cluster did not reach cluster_state:ok: {last!r}")
 
     def _replicas_synced(self, live: list[ClusterNode]) -> bool:
         for node in live:
