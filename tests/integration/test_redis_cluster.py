@@ -176,3 +176,31 @@ def test_wait_for_more_replicas_than_there_are_is_not_an_acknowledgement(redis_c
     finally:
         store.clear()
         store.close()
+
+
+def test_hub_state_and_the_key_ring_live_on_the_cluster(redis_cluster):
+    from memorybus.storage.kv import RedisKV
+
+    kv = RedisKV(redis_cluster.url, "mb:{kvtest:bus-0}:kv")
+    try:
+        kv.put_many({"sub:a": b"1", "cur:a": b"7", "sub:b": b"2"})
+        kv.delete("sub:b")
+        assert kv.get("cur:a") == b"7" and kv.scan("sub:") == [("sub:a", b"1")]
+    finally:
+        kv.delete("sub:a")
+        kv.delete("cur:a")
+        kv.close()
+
+
+def test_compaction_rewrites_the_append_only_file_of_every_node(redis_cluster):
+    store = RedisStore(redis_cluster.url, "compact", "shard-0")
+    before = {n.port: n.info("persistence")["aof_rewrites"] for n in redis_cluster.nodes}
+    store.compact()
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        after = {n.port: n.info("persistence") for n in redis_cluster.nodes}
+        if all(a["aof_rewrites"] > before[p] and not a["aof_rewrite_in_progress"] for p, a in after.items()):
+            break
+        time.sleep(0.1)
+    assert all(n.info("persistence")["aof_rewrites"] > before[n.port] for n in redis_cluster.nodes)
+    store.close()
