@@ -10,6 +10,8 @@ shard's memories, ``--queries`` per shard. Every server runs ``appendonly yes`` 
 starts them (``--replicas``: replicas per primary, then every commit waits for them
 with ``WAIT``).
 
+Every setting is started first, then measured in ``--rounds`` interleaved rounds (medians
+reported), so that a busy spell on a shared machine hits every setting alike.
 It prints memories/s and recalls/s for each setting and the ratios ``cluster/single``
 (target for 3 primaries: >= 0.9) and ``N primaries / 1 primary`` (the scaling figure).
 A shared 2-core machine cannot show scaling: the servers and clients share its cores;
@@ -22,6 +24,7 @@ from __future__ import annotations
 
 import multiprocessing as mp
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -85,28 +88,21 @@ def measure(url: str, label: str, opts: Any, wait: int = 0) -> dict[str, Any]:
     return {"setting": label, "ingest_per_s": round(ingest), "recall_per_s": round(recall)}
 
 
-def single(tmp: Path, opts: Any) -> dict[str, Any]:
+def servers(tmp: Path, opts: Any) -> list[tuple[str, str, int, Any]]:
+    """Start every setting: ``(label, url, replicas to wait for, stop)``."""
     from tests.conftest import RedisServer
+    from tests.redis_cluster import LocalRedisCluster
 
     server = RedisServer(tmp / "single")
     server.dir.mkdir()
     server.start()
-    try:
-        return measure(server.url, "single Redis", opts)
-    finally:
-        server.stop()
-
-
-def cluster(tmp: Path, masters: int, opts: Any) -> dict[str, Any]:
-    from tests.redis_cluster import LocalRedisCluster
-
-    c = LocalRedisCluster(tmp / f"cluster-{masters}", masters=masters, replicas=opts.replicas)
-    c.start()
-    try:
+    out: list[tuple[str, str, int, Any]] = [("single Redis", server.url, 0, server.stop)]
+    for masters in (int(m) for m in opts.masters.split(",")):
+        c = LocalRedisCluster(tmp / f"cluster-{masters}", masters=masters, replicas=opts.replicas)
+        c.start()
         label = f"cluster, {masters} primar{'y' if masters == 1 else 'ies'}"
-        return measure(c.url, label, opts, wait=opts.replicas)
-    finally:
-        c.stop()
+        out.append((label, c.url, opts.replicas, c.stop))
+    return out
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
@@ -117,16 +113,26 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     p.add_argument("--queries", type=int, default=1000, help="recalls per shard (default 1000)")
     p.add_argument("--replicas", type=int, default=0, help="replicas per cluster primary, waited for (default 0)")
     p.add_argument("--masters", default="1,2,3", help="cluster sizes to run (default 1,2,3)")
+    p.add_argument("--rounds", type=int, default=3, help="interleaved rounds; medians are reported (default 3)")
     opts = p.parse_args(argv)
     for tool in ("redis-server", "redis-cli"):
         if shutil.which(tool) is None:
             sys.exit(f"{tool} is not on PATH")
     tmp = Path(tempfile.mkdtemp(prefix="mb-rcluster-"))
+    started: list[tuple[str, str, int, Any]] = []
     try:
-        rows = [single(tmp, opts)]
-        rows += [cluster(tmp, int(m), opts) for m in opts.masters.split(",")]
+        started = servers(tmp, opts)
+        runs: dict[str, list[dict[str, Any]]] = {label: [] for label, *_ in started}
+        for r in range(opts.rounds):  # interleaved, so that a busy spell hits every setting alike
+            log(f"round {r + 1}/{opts.rounds}")
+            for label, url, wait, _ in started:
+                runs[label].append(measure(url, label, opts, wait))
     finally:
+        for *_, stop in started:
+            stop()
         shutil.rmtree(tmp, ignore_errors=True)
+    rows = [{"setting": label, "ingest_per_s": int(statistics.median(x["ingest_per_s"] for x in got)),
+             "recall_per_s": int(statistics.median(x["recall_per_s"] for x in got))} for label, got in runs.items()]
     base, one = rows[0], rows[1]
     for row in rows[1:]:
         row["ingest_vs_single"] = round(row["ingest_per_s"] / base["ingest_per_s"], 3)
@@ -141,7 +147,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
               f"{row.get('ingest_vs_1_primary', '-'):>10} {row.get('recall_vs_1_primary', '-'):>10}")
     cores = subprocess.run(["nproc"], capture_output=True, text=True, check=False).stdout.strip()
     result = {"n": opts.n, "shards": opts.shards, "batch": opts.batch, "queries": opts.queries,
-              "replicas": opts.replicas, "cores": cores, "rows": rows}
+              "replicas": opts.replicas, "rounds": opts.rounds, "cores": cores, "rows": rows}
     three = next((r for r in rows if r["setting"].startswith("cluster, 3")), None)
     if three is not None:
         ok = three["ingest_vs_single"] >= TARGET_RATIO and three["recall_vs_single"] >= TARGET_RATIO

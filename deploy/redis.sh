@@ -34,6 +34,22 @@
 #   MEMORYBUS_REDIS_REPLICAOF ("host port": run as a replica of the primary)
 #   MEMORYBUS_BACKUP_DIR ($DIR/../backups)   MEMORYBUS_BACKUP_INTERVAL (3600 s; 0: no loop)
 #   MEMORYBUS_BACKUP_KEEP (48 snapshots)     MEMORYBUS_BACKUP_S3 (s3://bucket/prefix, optional)
+#   MEMORYBUS_REDIS_MIN_REPLICAS (0; N: refuse writes unless N replicas are connected and at most
+#                                 10 s behind: an old master cut off from its replicas stops accepting writes)
+#
+# TLS (tls-port mode): with MEMORYBUS_REDIS_TLS_CERT and _KEY (PEM; e.g. the node's certificate
+# from deploy/tls.sh node, which names 127.0.0.1, the node's IPs and host name) Redis listens
+# only on TLS, on MEMORYBUS_REDIS_PORT (port 0: no plaintext port), replicates over TLS
+# (tls-replication), and this script's redis-cli speaks TLS too. Clients then use
+# rediss://memorybus:PASSWORD@host:port/0 with Config(redis_tls_ca=<the CA's PEM>).
+#   MEMORYBUS_REDIS_TLS_CA (the CA that signed client and peer certificates; needed)
+#   MEMORYBUS_REDIS_TLS_AUTH_CLIENTS (no; yes: every client presents a certificate signed by
+#                                     the CA: Config(redis_tls_cert=..., redis_tls_key=...))
+#
+# Sentinel (deploy/sentinel.sh watches this server and its replicas): the ACL user
+# memorybus-sentinel, with only the commands a sentinel sends (INFO, PING, REPLICAOF,
+# CONFIG REWRITE, CLIENT, the hello channel), made only when MEMORYBUS_SENTINEL_PASSWORD_FILE
+# names its password file (it may be the memorybus user's file).
 set -euo pipefail
 
 PORT="${MEMORYBUS_REDIS_PORT:-6380}"
@@ -51,13 +67,26 @@ LOG="$HOME_DIR/redis.log"
 BACKUP_DIR="${MEMORYBUS_BACKUP_DIR:-$(dirname "$DIR")/backups}"
 BACKUP_INTERVAL="${MEMORYBUS_BACKUP_INTERVAL:-3600}"
 BACKUP_KEEP="${MEMORYBUS_BACKUP_KEEP:-48}"
+TLS_CERT="${MEMORYBUS_REDIS_TLS_CERT:-}"
+TLS_KEY="${MEMORYBUS_REDIS_TLS_KEY:-}"
+TLS_CA="${MEMORYBUS_REDIS_TLS_CA:-}"
+SENTINEL_USER=memorybus-sentinel
+
+tls_args() {
+  # redis-cli's TLS options when the server listens on TLS only
+  [ -n "$TLS_CERT" ] && echo "--tls --cacert $TLS_CA --cert $TLS_CERT --key $TLS_KEY"
+  return 0
+}
 
 cli() {
   # as the admin user; the password through the environment, not the command line (ps)
   if [ -s "$ADMIN_PASS" ]; then
-    REDISCLI_AUTH="$(cat "$ADMIN_PASS")" redis-cli -h 127.0.0.1 -p "$PORT" --user "$ADMIN_USER" --no-auth-warning "$@"
+    # shellcheck disable=SC2046
+    REDISCLI_AUTH="$(cat "$ADMIN_PASS")" redis-cli -h 127.0.0.1 -p "$PORT" $(tls_args) --user "$ADMIN_USER" \
+      --no-auth-warning "$@"
   else
-    redis-cli -h 127.0.0.1 -p "$PORT" "$@"
+    # shellcheck disable=SC2046
+    redis-cli -h 127.0.0.1 -p "$PORT" $(tls_args) "$@"
   fi
 }
 
@@ -65,7 +94,19 @@ sha256() { printf '%s' "$1" | sha256sum | cut -d' ' -f1; }
 
 log() { echo "$(date -u +%FT%TZ) $*" >> "$LOG"; }
 
+check_tls() {
+  [ -z "$TLS_CERT$TLS_KEY$TLS_CA" ] && return 0
+  if [ -z "$TLS_CERT" ] || [ -z "$TLS_KEY" ] || [ -z "$TLS_CA" ]; then
+    echo "redis.sh: TLS needs MEMORYBUS_REDIS_TLS_CERT, MEMORYBUS_REDIS_TLS_KEY and MEMORYBUS_REDIS_TLS_CA (all three)" >&2
+    exit 1
+  fi
+  for f in "$TLS_CERT" "$TLS_KEY" "$TLS_CA"; do
+    [ -r "$f" ] || { echo "redis.sh: TLS file $f is not readable" >&2; exit 1; }
+  done
+}
+
 configure() {
+  check_tls
   mkdir -p "$HOME_DIR" "$DIR" "$BACKUP_DIR"
   ( umask 077
     : > "$AUTH"; rm -f "$AUTH.pass"
@@ -84,6 +125,12 @@ configure() {
         echo "user default off resetpass ~* &* +@all"
         echo "user $BUS_USER on #$(sha256 "$pw") ~* &* +@all -@dangerous +config|get +info +psync +replconf"
         echo "user $ADMIN_USER on #$(sha256 "$(cat "$ADMIN_PASS")") ~* &* +@all"
+        if [ -n "${MEMORYBUS_SENTINEL_PASSWORD_FILE:-}" ]; then
+          spw="$(tr -d '[:space:]' < "$MEMORYBUS_SENTINEL_PASSWORD_FILE")"
+          echo "user $SENTINEL_USER on #$(sha256 "$spw") resetchannels &__sentinel__:hello -@all +multi +exec" \
+               "+slaveof +replicaof +ping +info +role +publish +subscribe +config|rewrite +client|setname" \
+               "+client|kill +script|kill"
+        fi
       } > "$ACL"
       printf 'aclfile %s\nmasteruser %s\nmasterauth %s\n' "$ACL" "$BUS_USER" "$pw" > "$AUTH"
     else
@@ -92,7 +139,18 @@ configure() {
   local maxmemory="${MEMORYBUS_REDIS_MAXMEMORY:-$(awk '/MemTotal/ {printf "%d", $2 * 1024 * 0.6}' /proc/meminfo)}"
   {
     echo "# written by redis.sh configure; edit the environment, not this file"
-    echo "port $PORT"
+    if [ -n "$TLS_CERT" ]; then
+      # TLS only: no plaintext port; replicas and sentinels reach this server over TLS too
+      echo "port 0"
+      echo "tls-port $PORT"
+      echo "tls-cert-file $TLS_CERT"
+      echo "tls-key-file $TLS_KEY"
+      echo "tls-ca-cert-file $TLS_CA"
+      echo "tls-auth-clients ${MEMORYBUS_REDIS_TLS_AUTH_CLIENTS:-no}"
+      echo "tls-replication yes"
+    else
+      echo "port $PORT"
+    fi
     echo "bind $BIND"
     echo "protected-mode yes"
     echo "dir $DIR"
@@ -112,6 +170,10 @@ configure() {
     if [ -n "${MEMORYBUS_REDIS_REPLICAOF:-}" ]; then
       echo "replicaof ${MEMORYBUS_REDIS_REPLICAOF}"
       echo "replica-read-only yes"
+    fi
+    if [ "${MEMORYBUS_REDIS_MIN_REPLICAS:-0}" != 0 ]; then
+      echo "min-replicas-to-write $MEMORYBUS_REDIS_MIN_REPLICAS"
+      echo "min-replicas-max-lag 10"
     fi
     echo "include $AUTH"
   } > "$CONF"

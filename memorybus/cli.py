@@ -107,6 +107,9 @@ def build_parser() -> argparse.ArgumentParser:
     mcp_cli.register(sub)
     cli_manage.register(sub)
     cli_audit.register(sub)
+    from memorybus.inspector import cli as ui_cli
+
+    ui_cli.register(sub)
     return p
 
 

@@ -159,9 +159,9 @@ class RedisBackupMarks:
 def backup_marks(config: Any) -> BackupMarks:
     """The marks of ``config``'s bus (a :class:`memorybus.config.Config`)."""
     if config.backend == "redis":
-        from memorybus.storage.redis_client import RedisTLS, open_redis
+        from memorybus.storage.redis_client import RedisTLS, open_redis  # TLS and Sentinel URLs too
 
-        return RedisBackupMarks(open_redis(config.redis_url, tls=RedisTLS.from_config(config)))  # a cluster too
+        return RedisBackupMarks(open_redis(config.redis_url, tls=RedisTLS.from_config(config), socket_timeout=5.0))
     return FileBackupMarks(os.path.join(os.path.abspath(config.data_dir), BACKUP_FILE))
 
 

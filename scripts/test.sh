@@ -10,10 +10,16 @@ if ! command -v redis-server >/dev/null 2>&1; then
   apt-get update -q && apt-get install -y -q redis-server
 fi
 
+if ! command -v chromium >/dev/null 2>&1; then
+  echo "== installing chromium (apt) for the inspector's browser test"
+  (export DEBIAN_FRONTEND=noninteractive; apt-get install -y -q chromium) \
+    || echo "   chromium not installed: the browser test will be skipped"
+fi
+
 echo "== installing python packages"
 # torch first: the CPU build on this disk, instead of a multi-GB CUDA download
 python -m pip install -q torch==2.13.0
-python -m pip install -q -e '.[test,bench,langgraph,mcp]'
+python -m pip install -q -e '.[test,bench,langgraph,mcp,docs,ui]'
 
 echo "== ruff"
 ruff check memorybus tests benchmarks

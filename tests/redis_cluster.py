@@ -22,11 +22,17 @@ from tests.conftest import free_port
 SLOTS = 16384
 
 
+def _fresh_port(taken: set[int]) -> int:
+    while (port := free_port()) in taken:
+        pass
+    taken.add(port)
+    return port
+
+
 class ClusterNode:
-    def __init__(self, directory: Path, node_timeout_ms: int) -> None:
+    def __init__(self, directory: Path, node_timeout_ms: int, taken: set[int]) -> None:
         self.dir = directory
-        self.port = free_port()
-        self.bus_port = free_port()  # its own: port + 10000 (the default) may pass 65535
+        self.port, self.bus_port = _fresh_port(taken), _fresh_port(taken)  # bus: port + 10000 may pass 65535
         self.node_timeout_ms = node_timeout_ms
         self.proc: subprocess.Popen[bytes] | None = None
 
@@ -50,7 +56,7 @@ class ClusterNode:
 
         return redis.Redis(port=self.port, socket_timeout=kw.pop("socket_timeout", 2.0), **kw)
 
-    def wait_up(self, seconds: float = 10) -> None:
+    def wait_up(self, seconds: float = 30) -> None:
         import redis
 
         deadline = time.time() + seconds
@@ -81,7 +87,9 @@ class LocalRedisCluster:
 
     def __init__(self, directory: Path, masters: int = 3, replicas: int = 1, node_timeout_ms: int = 1000) -> None:
         self.dir = directory
-        self.nodes = [ClusterNode(directory / f"node-{i}", node_timeout_ms) for i in range(masters * (1 + replicas))]
+        taken: set[int] = set()
+        self.nodes = [ClusterNode(directory / f"node-{i}", node_timeout_ms, taken)
+                      for i in range(masters * (1 + replicas))]
         self.masters, self.replicas = masters, replicas
 
     @property

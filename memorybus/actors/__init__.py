@@ -40,19 +40,24 @@ def _options(
     }
 
 
+def _placement(config: Config) -> dict[str, Any]:
+    """Config.placement as Ray's scheduling strategy ("spread": SPREAD; "ray": Ray's default)."""
+    return {"scheduling_strategy": "SPREAD"} if config.placement == "spread" else {}
+
+
 def shard_options(config: Config, index: int) -> dict[str, Any]:
     return _options(config, shard_actor_name(config, index), config.shard_num_cpus, config.shard_resources,
-                    runtime_env={"env_vars": dict(MODEL_ENV)})
+                    runtime_env={"env_vars": dict(MODEL_ENV)}, **_placement(config))
 
 
 def embedder_options(config: Config, index: int) -> dict[str, Any]:
     return _options(config, embedder_actor_name(config, index), config.embedder_num_cpus, config.embedder_resources,
-                    max_concurrency=1000, runtime_env={"env_vars": dict(MODEL_ENV)})
+                    max_concurrency=1000, runtime_env={"env_vars": dict(MODEL_ENV)}, **_placement(config))
 
 
 def hub_options(config: Config, partition: int) -> dict[str, Any]:
     return _options(config, hub_actor_name(config, partition), config.shard_num_cpus, config.shard_resources,
-                    max_concurrency=1000)
+                    max_concurrency=1000, **_placement(config))
 
 
 def create_hub(config: Config, partition: int) -> Any:

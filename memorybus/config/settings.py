@@ -14,6 +14,7 @@ from dataclasses import dataclass, field, fields, replace
 from typing import Any, Literal
 
 from memorybus.config.policies import BusPolicy, ConsolidationPolicy, DecayPolicy, GraphPolicy, _require
+from memorybus.config.sentinel_url import is_sentinel_url
 from memorybus.config.urls import check_redis_url, redact_url
 from memorybus.config.weights import RankingWeights
 from memorybus.errors import ConfigError
@@ -40,19 +41,16 @@ class Config:
     backend: Literal["embedded", "redis"] = "embedded"
     data_dir: str = ".memorybus"
     #: ``redis://[user:password@]host:port/db`` (``rediss://`` for TLS); with Redis ACLs,
-    #: name the bus's own user (deploy/redis.sh makes ``memorybus``), not ``default``
+    #: name the bus's own user (deploy/redis.sh makes ``memorybus``), not ``default``.
+    #: Through Redis Sentinel (the client follows the master across failovers):
+    #: ``redis+sentinel://user:password@s1:26379,s2:26379,s3:26379/<master-name>/<db>``
+    #: (``rediss+sentinel://`` for TLS; :mod:`memorybus.config.sentinel_url`)
     redis_url: str | None = None
     #: refuse to open a Redis store unless the server runs ``appendonly yes`` with
     #: ``appendfsync always`` (checked with CONFIG GET, or INFO persistence when the
     #: user may not run CONFIG): without it an acknowledged write can be lost in a
     #: crash. False accepts any server (tests, caches you can lose).
     redis_require_fsync: bool = True
-    #: acknowledge a Redis write only after ``WAIT redis_wait_replicas`` confirmed that many
-    #: replicas hold it (within ``redis_wait_timeout`` seconds, else StoreUnavailable): with a
-    #: replica per primary, a failover (Redis Cluster, or a promoted standby) then loses no
-    #: acknowledged write. 0: the primary's own fsync'd answer acknowledges it.
-    redis_wait_replicas: int = 0
-    redis_wait_timeout: float = 1.0
     #: TLS for a ``rediss://`` URL (PEM files, on every node at the same path): the CA
     #: that signed the server's certificate (None: the system's trust store), and for
     #: mutual TLS (``tls-auth-clients yes``) this client's certificate and key, both or
@@ -61,6 +59,13 @@ class Config:
     redis_tls_ca: str | None = None
     redis_tls_cert: str | None = None
     redis_tls_key: str | None = None
+    #: acknowledge a Redis write only once this many replicas have it (``WAIT n timeout``
+    #: after each commit, on the commit's connection); a write that fewer replicas confirm
+    #: within ``redis_wait_timeout`` seconds raises OutcomeUnknown (retry with its op id).
+    #: None: 1 with a ``redis+sentinel://`` URL (a failover keeps every acknowledged write),
+    #: 0 otherwise (no WAIT: a failover may lose writes the old master acknowledged).
+    redis_wait_replicas: int | None = None
+    redis_wait_timeout: float = 1.0
     vector_backend: Literal["edge", "qdrant"] = "edge"
     qdrant_url: str | None = None
     namespace: str = "memorybus"
@@ -86,6 +91,11 @@ class Config:
     #: custom Ray resources each shard / embedder actor requires (placement), e.g. {"memory_node": 0.01}
     shard_resources: tuple[tuple[str, float], ...] = ()
     embedder_resources: tuple[tuple[str, float], ...] = ()
+    #: where Ray puts shard, hub and embedder actors among the nodes that have their
+    #: resources: "spread" (Ray's SPREAD strategy, best effort: the actors are spread over
+    #: those nodes, so a lost node takes as few shards as possible) or "ray" (Ray's
+    #: default: the local node first while it has room)
+    placement: Literal["spread", "ray"] = "spread"
     max_content_chars: int = 16_000
     #: limits on one memory: tags (each at most 256 characters) and ``structured`` encoded
     max_tags: int = 64
@@ -148,6 +158,8 @@ class Config:
                 object.__setattr__(self, name, tuple(sorted(value.items())))
             if not all(isinstance(k, str) and isinstance(v, int | float) and v > 0 for k, v in getattr(self, name)):
                 raise ConfigError(name, "must map resource names to positive amounts")
+        if self.placement not in ("spread", "ray"):
+            raise ConfigError("placement", f"must be 'spread' or 'ray', got {self.placement!r}")
         if self.backend not in ("embedded", "redis"):
             raise ConfigError("backend", f"must be 'embedded' or 'redis', got {self.backend!r}")
         if self.backend == "redis" and not self.redis_url:
@@ -155,12 +167,12 @@ class Config:
         if self.redis_url is not None:
             check_redis_url(self.redis_url)
         self._check_redis_tls()
+        if self.redis_wait_replicas is not None and (
+                isinstance(self.redis_wait_replicas, bool) or not isinstance(self.redis_wait_replicas, int)
+                or not 0 <= self.redis_wait_replicas <= 64):
+            raise ConfigError("redis_wait_replicas", "must be None or a number of replicas from 0 to 64")
         if not isinstance(self.redis_require_fsync, bool):
             raise ConfigError("redis_require_fsync", "must be True or False")
-        if not isinstance(self.redis_wait_replicas, int) or not 0 <= self.redis_wait_replicas <= 16:
-            raise ConfigError("redis_wait_replicas", "must be a whole number of replicas from 0 to 16")
-        if not 0 < self.redis_wait_timeout <= 60:
-            raise ConfigError("redis_wait_timeout", "must be more than 0 and at most 60 seconds")
         if self.vector_backend not in ("edge", "qdrant"):
             raise ConfigError("vector_backend", "must be 'edge' or 'qdrant'")
         if not 1 <= self.num_shards <= 1024:
@@ -181,6 +193,9 @@ class Config:
                 raise ConfigError(name, "must be a positive number of seconds or None")
         if not 0 < self.store_timeout <= 3600:
             raise ConfigError("store_timeout", "must be in (0, 3600] seconds")
+        if isinstance(self.redis_wait_timeout, bool) or not 0 < self.redis_wait_timeout < self.store_timeout:
+            raise ConfigError("redis_wait_timeout", "must be more than 0 and less than store_timeout seconds (the "
+                                                    "socket would time out before WAIT answers)")
         if not 60 <= self.op_retention_seconds <= 365 * 86400:
             raise ConfigError("op_retention_seconds", "must be between 60 seconds and a year")
         if self.max_content_chars < 1 or self.max_batch < 1 or self.ingest_chunk < 1:
@@ -206,7 +221,7 @@ class Config:
             raise ConfigError("redis_tls_cert", "a client certificate needs its key (redis_tls_key) and a key its "
                                                 "certificate: set both for mutual TLS, or neither")
         scheme = (self.redis_url or "").partition("://")[0].lower()
-        if any(getattr(self, n) for n in names) and scheme != "rediss":
+        if any(getattr(self, n) for n in names) and scheme not in ("rediss", "rediss+sentinel"):
             raise ConfigError("redis_tls_ca", f"TLS files are set but redis_url is {redact_url(self.redis_url)!r}, "
                                               "not rediss://: they would be ignored and the connection plaintext")
 
@@ -219,6 +234,12 @@ class Config:
     def redis(cls, url: str, **kw: Any) -> Config:
         """Records in Redis at ``url``; vectors per ``vector_backend``."""
         return cls(backend="redis", redis_url=url, **kw)
+
+    def redis_replicas_to_wait(self) -> int:
+        """How many replicas must confirm a Redis write (``redis_wait_replicas`` resolved)."""
+        if self.redis_wait_replicas is not None:
+            return self.redis_wait_replicas
+        return 1 if is_sentinel_url(self.redis_url) else 0
 
     def with_(self, **changes: Any) -> Config:
         return replace(self, **changes)

@@ -11,10 +11,11 @@ from __future__ import annotations
 import ipaddress
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
+from memorybus.config.sentinel_url import SENTINEL_SCHEMES, is_sentinel_url, misplaced_credentials, parse_sentinel_url
 from memorybus.errors import ConfigError
 
-REDIS_SCHEMES = ("redis", "rediss", "unix")
-_SECRET_QUERY_KEYS = frozenset({"password", "pass", "auth"})
+REDIS_SCHEMES = ("redis", "rediss", "unix", *SENTINEL_SCHEMES)
+_SECRET_QUERY_KEYS = frozenset({"password", "pass", "auth", "sentinel_password"})
 
 
 def redact_url(url: str | None) -> str | None:
@@ -23,10 +24,14 @@ def redact_url(url: str | None) -> str | None:
         return url
     try:
         parts = urlsplit(url)
-        parts.port  # noqa: B018 - raises ValueError when the authority does not parse
+        if not is_sentinel_url(url):  # a sentinel URL lists several host:port: its parser checks them
+            parts.port  # noqa: B018 - raises ValueError when the authority does not parse
+        elif misplaced_credentials(url):
+            raise ValueError("credentials past the authority")
     except ValueError:
         scheme = url.partition("://")[0] if "://" in url else ""
-        return f"{scheme}://<address that does not parse>" if scheme.isalpha() else "<URL that does not parse>"
+        known = scheme.isalpha() or scheme.lower() in SENTINEL_SCHEMES
+        return f"{scheme}://<address that does not parse>" if known else "<URL that does not parse>"
     netloc = parts.netloc
     if "@" in netloc:
         creds, _, host = netloc.rpartition("@")
@@ -34,16 +39,24 @@ def redact_url(url: str | None) -> str | None:
         netloc = f"{user}@{host}" if user else host
     query = parts.query
     if query:
-        kept = [(k, v) for k, v in parse_qsl(query, keep_blank_values=True) if k.lower() not in _SECRET_QUERY_KEYS]
+        pairs = parse_qsl(query, keep_blank_values=True)
+        if is_sentinel_url(url):  # only its one non-secret option is shown (a misspelt password key is not)
+            kept = [(k, v) for k, v in pairs if k == "sentinel_username"]
+        else:
+            kept = [(k, v) for k, v in pairs if k.lower() not in _SECRET_QUERY_KEYS]
         query = urlencode(kept)
     return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
 
 
 def check_redis_url(url: str) -> None:
     """Raise ConfigError (naming the URL only redacted) unless ``url`` is a Redis URL
-    redis-py can open: scheme redis, rediss or unix, and a numeric port if any."""
+    redis-py can open: scheme redis, rediss or unix, and a numeric port if any; or a
+    sentinel URL (:mod:`memorybus.config.sentinel_url`) whose every part is well formed."""
     if not isinstance(url, str):
         raise ConfigError("redis_url", "must be a string such as redis://user:password@host:6379/0")
+    if is_sentinel_url(url):
+        parse_sentinel_url(url)
+        return
     try:
         parts = urlsplit(url)
         parts.port  # noqa: B018 - raises ValueError when the authority does not parse

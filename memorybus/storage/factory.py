@@ -31,7 +31,7 @@ def open_store(config: Config, shard: str) -> Store:
 
         return RedisStore(config.redis_url, config.namespace, shard, socket_timeout=config.store_timeout,
                           op_retention=config.op_retention_seconds, require_fsync=config.redis_require_fsync,
-                          tls=RedisTLS.from_config(config), wait_replicas=config.redis_wait_replicas,
+                          tls=RedisTLS.from_config(config), wait_replicas=config.redis_replicas_to_wait(),
                           wait_timeout=config.redis_wait_timeout)
     from memorybus.storage.sqlite import SqliteStore
 

@@ -7,6 +7,9 @@ writes only if all pass, so compare-and-set is atomic where the data lives.
 Durability is the server's: acknowledged-means-durable needs Redis with
 ``appendonly yes`` and ``appendfsync always``, which opening a store checks
 (:mod:`memorybus.storage.redis_durability`; ``require_fsync=False`` skips it).
+With ``wait_replicas`` > 0 a commit is acknowledged only after that many replicas
+confirm it (``WAIT``), so a promoted replica has every acknowledged write; fewer
+confirmations raise StoreUnavailable (the shard reports OutcomeUnknown and settles it).
 The URL may name an ACL user (``redis://user:password@host:port/db``); errors
 show it without the password.
 """
@@ -28,8 +31,14 @@ from memorybus.model import MemoryNode
 from memorybus.storage.base import DEFAULT_OP_RETENTION, AlreadyApplied, OpRecord, WriteBatch
 from memorybus.storage.redis_audit import RedisAudit
 from memorybus.storage.redis_client import RedisTLS, describe, open_redis
-from memorybus.storage.redis_cluster import commit_keys, is_cluster, node_clients, run_script
-from memorybus.storage.redis_durability import check_durable
+from memorybus.storage.redis_cluster import (
+    OwnerReplicatedScript,
+    commit_keys,
+    confirm_on_owner,
+    is_cluster,
+    node_clients,
+)
+from memorybus.storage.redis_durability import ReplicatedScript, check_durable, confirm_record
 from memorybus.storage.redis_keys import RedisKeys
 from memorybus.storage.redis_scrub import RedisErasure
 
@@ -52,7 +61,10 @@ local ok = nil
 if ARGV[3] ~= '' then
   ok = p .. ':o:' .. ARGV[3]
   local r = redis.call('HGET', ok, 'r')
-  if r then return {'done', r, redis.call('HGET', ok, 'q')} end
+  if r then
+    redis.call('PEXPIRE', ok, ARGV[6])  -- a write, so that a WAIT after it confirms the record's replication
+    return {'done', r, redis.call('HGET', ok, 'q')}
+  end
   if redis.call('HEXISTS', ok, 'f' .. ARGV[5]) == 1 then return {'fenced'} end
 end
 local seen = {}
@@ -200,8 +212,6 @@ class RedisStore(RedisAudit, RedisErasure):
         wait_timeout: float = 1.0,
     ) -> None:
         self.keys = RedisKeys(namespace, shard)
-        #: (replicas, timeout ms) for WAIT after every commit; None: acknowledged by the primary alone
-        self._wait = (wait_replicas, max(1, int(wait_timeout * 1000))) if wait_replicas > 0 else None
         #: org -> (seq, hash) of its audit chain's last entry, as this store last wrote or read it
         self._heads: dict[str, tuple[int, str]] = {}
         self._retention_ms = str(max(1, int(op_retention * 1000)))
@@ -210,9 +220,16 @@ class RedisStore(RedisAudit, RedisErasure):
         try:
             self._commit = self._r.register_script(_COMMIT)
             self._touch = self._r.register_script(_TOUCH)
-            self._resolve = self._r.register_script(_RESOLVE)
-            self._r.ping()
+            self._resolve: Any = self._r.register_script(_RESOLVE)
+            #: replicas that must confirm each commit (WAIT) before it is acknowledged
+            self.wait_replicas, self._wait_timeout = wait_replicas, wait_timeout
+            #: a Redis Cluster (memorybus.storage.redis_cluster): WAIT goes to the slot's own primary
             self.cluster = is_cluster(self._r)
+            if wait_replicas:
+                replicated = OwnerReplicatedScript if self.cluster else ReplicatedScript
+                self._commit = replicated(self._r, self._commit, wait_replicas, wait_timeout)
+                self._resolve = replicated(self._r, self._resolve, wait_replicas, wait_timeout)
+            self._r.ping()
             self.durability = "unchecked"
             for name, node in node_clients(self._r) if require_fsync else ():
                 self.durability = check_durable(node, f"{where} (node {name})" if name else str(where))
@@ -276,10 +293,16 @@ class RedisStore(RedisAudit, RedisErasure):
 
     def op_record(self, op: str) -> OpRecord | None:
         result, seqs = self._call(self._r.hmget, self.keys.op(op), ("r", "q"))
-        return None if result is None else OpRecord(bytes(result), _seqs(seqs))
+        if result is None:
+            return None
+        if self.wait_replicas:  # an answer is given only for a write the replicas have
+            confirm = confirm_on_owner if self.cluster else confirm_record
+            self._call(confirm, self._r, self.keys.op(op), self._retention_ms, self.wait_replicas,
+                       self._wait_timeout)
+        return OpRecord(bytes(result), _seqs(seqs))
 
     def _script(self, script: Any, keys: list[str], args: list[Any]) -> Any:
-        return self._call(run_script, self._r, script, keys, args, self._wait)
+        return self._call(script, keys=keys, args=args)
 
     def _commit_keys(self, ops: list[list[Any]], op: str) -> list[str]:
         """The keys the commit script is given: all it touches on a cluster (so that a

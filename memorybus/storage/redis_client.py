@@ -1,5 +1,6 @@
 """The one place memorybus opens a Redis connection: plaintext ``redis://``, a Unix
-socket ``unix://``, or TLS ``rediss://``.
+socket ``unix://``, or TLS ``rediss://``; or a master found through Redis Sentinel
+(``redis+sentinel://``, ``rediss+sentinel://``: :mod:`memorybus.storage.redis_sentinel`).
 
 Guarantees:
 
@@ -31,6 +32,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 from urllib.parse import urlsplit
 
+from memorybus.config.sentinel_url import is_sentinel_url
 from memorybus.config.urls import is_loopback, redact_url
 from memorybus.errors import ConfigError
 
@@ -95,11 +97,18 @@ def warn_if_plaintext(url: str) -> bool:
 
 
 def open_redis(url: str, *, tls: RedisTLS | None = None, socket_timeout: float = 5.0) -> redis.Redis:
-    """A redis-py client for ``url``: a :class:`redis.cluster.RedisCluster` when the
-    URL's node runs in cluster mode (asked with ``INFO cluster``), else a plain one
-    (no command sent yet). ConfigError when the URL
-    does not parse, or a TLS file is missing, or TLS files come with a non-TLS URL."""
+    """A redis-py client for ``url`` (no command sent yet). ConfigError when the URL
+    does not parse, or a TLS file is missing, or TLS files come with a non-TLS URL.
+    A ``redis+sentinel://`` URL gives a client that follows the sentinels' master
+    (:mod:`memorybus.storage.redis_sentinel`); a ``redis://``/``rediss://`` URL of a node
+    in cluster mode (it is asked ``INFO cluster``) a :class:`redis.cluster.RedisCluster`
+    (:mod:`memorybus.storage.redis_cluster`)."""
     import redis  # here, not at import: this module's RedisTLS is used where redis is not installed
+
+    if is_sentinel_url(url):
+        from memorybus.storage.redis_sentinel import open_sentinel
+
+        return open_sentinel(url, tls=tls, socket_timeout=socket_timeout)
 
     tls = tls or RedisTLS()
     where = redact_url(url)

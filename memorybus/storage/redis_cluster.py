@@ -15,8 +15,8 @@ Guarantees:
   between nodes (``redis-cli --cluster reshard``), the server answers ``ASK`` or
   ``TRYAGAIN`` *before* running it rather than failing half-way, and redis-py follows
   or retries, so a move loses no write.
-- **Acknowledged after WAIT.** With ``wait=(replicas, timeout_ms)``, :func:`run_script`
-  sends the script and ``WAIT`` on one connection to the node that owns the slot;
+- **Acknowledged after WAIT.** :class:`OwnerReplicatedScript` (``Config.redis_wait_replicas``)
+  sends the script and ``WAIT`` on one connection to the primary that owns the slot;
   fewer replicas than asked within the timeout raises :class:`StoreUnavailable` (the
   write is on the primary, possibly not on a replica; the caller's operation id makes a
   retry safe). Redirects (``MOVED``, ``ASK``, ``TRYAGAIN``, ``CLUSTERDOWN``) mean the
@@ -37,6 +37,7 @@ from redis.cluster import ClusterNode, RedisCluster
 from redis.retry import Retry
 
 from memorybus.errors import StoreUnavailable
+from memorybus.storage.redis_durability import unconfirmed
 
 _REDIRECT_SECONDS = 30.0
 
@@ -98,41 +99,56 @@ def commit_keys(prefix: str, ops: Sequence[Sequence[Any]], op: str) -> list[str]
     return list(keys)
 
 
-def _acked(replies: list[Any], wanted: int, where: str) -> Any:
+def _acked(replies: list[Any], wanted: int, timeout_ms: int) -> Any:
     reply, acked = replies[-2], int(replies[-1])
     if acked < wanted:
-        raise StoreUnavailable("redis", f"{where}: the write is on the primary but only {acked} of {wanted} "
-                                        "replicas confirmed it within the WAIT timeout: not acknowledged")
+        raise unconfirmed(acked, wanted, timeout_ms)
     return reply
 
 
-def run_script(client: Any, script: Callable[..., Any], keys: list[str], args: list[Any],
-               wait: tuple[int, int] | None) -> Any:
-    """Run a registered script; with ``wait``, return only after ``WAIT`` confirmed it."""
-    if not wait:
-        return script(keys=keys, args=args)
-    if not is_cluster(client):
-        pipe = client.pipeline(transaction=False)
-        script(keys=keys, args=args, client=pipe)
-        pipe.execute_command("WAIT", *wait)
-        return _acked(pipe.execute(), wait[0], "redis")
-    return _on_owner(client, script, keys, args, wait)
+class OwnerReplicatedScript:
+    """:class:`~memorybus.storage.redis_durability.ReplicatedScript` for a cluster: the
+    script and ``WAIT`` go in one pipeline to the primary that owns the keys' slot (a
+    cluster pipeline would send the keyless WAIT to another node)."""
+
+    def __init__(self, client: Any, script: Any, replicas: int, timeout: float) -> None:
+        self.client, self.script, self.replicas = client, script, replicas
+        self.timeout_ms = max(1, int(timeout * 1000))
+
+    def __call__(self, keys: list[Any], args: list[Any]) -> Any:
+        def fill(pipe: Any) -> None:
+            self.script(keys=keys, args=args, client=pipe)  # a plain pipeline loads the script if need be
+            pipe.execute_command("WAIT", self.replicas, self.timeout_ms)
+
+        return _acked(on_owner(self.client, keys[0], fill), self.replicas, self.timeout_ms)
 
 
-def _on_owner(rc: RedisCluster, script: Callable[..., Any], keys: list[str], args: list[Any],
-              wait: tuple[int, int]) -> Any:
+def confirm_on_owner(rc: Any, key: str, retention_ms: str, replicas: int, timeout: float) -> None:
+    """:func:`~memorybus.storage.redis_durability.confirm_record` on the slot's primary."""
+    timeout_ms = max(1, int(timeout * 1000))
+
+    def fill(pipe: Any) -> None:
+        pipe.pexpire(key, int(retention_ms))
+        pipe.execute_command("WAIT", replicas, timeout_ms)
+
+    _acked(on_owner(rc, key, fill), replicas, timeout_ms)
+
+
+def on_owner(rc: RedisCluster, key: str, fill: Callable[[Any], None]) -> list[Any]:
+    """Run the commands ``fill`` queues in one pipeline on one connection to the primary
+    owning ``key``'s slot, following redirects (after which nothing ran)."""
     deadline = time.monotonic() + _REDIRECT_SECONDS
     asking: ClusterNode | None = None
     pause = 0.01
     while True:
-        node = asking or rc.get_node_from_key(keys[0])
+        node = asking or rc.get_node_from_key(key)
         pipe = rc.get_redis_connection(node).pipeline(transaction=False)
         if asking is not None:
             pipe.execute_command("ASKING")
-        script(keys=keys, args=args, client=pipe)
-        pipe.execute_command("WAIT", *wait)
+        fill(pipe)
         try:
-            return _acked(pipe.execute(), wait[0], node.name)
+            replies = pipe.execute()
+            return replies[1:] if asking is not None else replies
         except rexc.AskError as exc:  # the slot is moving and these keys are already there
             asking = rc.get_node(host=exc.host, port=exc.port)
             if asking is None:
@@ -150,4 +166,3 @@ def _on_owner(rc: RedisCluster, script: Callable[..., Any], keys: list[str], arg
             raise
         time.sleep(pause)
         pause = min(pause * 2, 0.5)
-

@@ -16,6 +16,10 @@ unless both hold:
 
 ``Config(redis_require_fsync=False)`` skips the check (tests, data you can lose).
 Messages name the server by its redacted URL only.
+
+A crash of the master with a replica promoted in its place (Sentinel) loses what the
+replica had not received, fsync or not: :class:`ReplicatedScript` acknowledges a
+commit only after ``WAIT`` says enough replicas have it (``Config.redis_wait_replicas``).
 """
 
 from __future__ import annotations
@@ -25,7 +29,7 @@ from typing import Any
 
 import redis.exceptions as rexc
 
-from memorybus.errors import ConfigError
+from memorybus.errors import ConfigError, StoreUnavailable
 
 log = logging.getLogger(__name__)
 
@@ -70,3 +74,56 @@ def _check_by_info(client: Any, where: str) -> str:
     log.warning("Redis at %s: the AOF is on, but its fsync policy cannot be read (this user may not run CONFIG "
                 "GET): grant '+config|get' to have appendfsync always checked", where)
     return "info"
+
+
+class ReplicatedScript:
+    """A registered Lua script whose every call is followed by ``WAIT replicas timeout``
+    on the same connection (one pipeline: WAIT counts the replicas that have this
+    connection's writes, and every write the master made before them).
+
+    Returns the script's reply once at least ``replicas`` replicas confirmed; raises
+    StoreUnavailable (the write is on the master, maybe on fewer replicas: a failover
+    may lose it; the caller treats its outcome as unknown) when fewer did within
+    ``timeout`` seconds. A script reply that writes nothing is confirmed trivially, so
+    a script that answers from a record an earlier connection wrote must itself write
+    (refresh the record's expiry) to have that record's replication confirmed."""
+
+    def __init__(self, client: Any, script: Any, replicas: int, timeout: float) -> None:
+        self.client, self.script, self.replicas = client, script, replicas
+        self.timeout_ms = max(1, int(timeout * 1000))
+
+    def __call__(self, keys: list[Any], args: list[Any]) -> Any:
+        for _ in range(2):
+            pipe = self.client.pipeline(transaction=False)
+            pipe.evalsha(self.script.sha, len(keys), *keys, *args)
+            pipe.execute_command("WAIT", self.replicas, self.timeout_ms)
+            reply, acked = pipe.execute(raise_on_error=False)
+            if isinstance(reply, rexc.NoScriptError):  # a new master's empty script cache: nothing ran
+                self.client.script_load(self.script.script)
+                continue
+            for value in (reply, acked):
+                if isinstance(value, Exception):
+                    raise value
+            if int(acked) < self.replicas:
+                raise unconfirmed(int(acked), self.replicas, self.timeout_ms)
+            return reply
+        raise rexc.NoScriptError("the commit script could not be loaded")
+
+
+def unconfirmed(acked: int, replicas: int, timeout_ms: int) -> StoreUnavailable:
+    return StoreUnavailable("redis", f"only {acked} of {replicas} replica(s) confirmed the write within "
+                                     f"{timeout_ms} ms: it is on the master but a failover could lose it "
+                                     "(see Config.redis_wait_replicas)")
+
+
+def confirm_record(client: Any, key: str, retention_ms: str, replicas: int, timeout: float) -> None:
+    """Refresh the expiry of operation record ``key`` and WAIT for ``replicas`` replicas
+    (the record may have been written by a connection whose WAIT failed): StoreUnavailable
+    unless they confirm within ``timeout`` seconds."""
+    timeout_ms = max(1, int(timeout * 1000))
+    pipe = client.pipeline(transaction=False)
+    pipe.pexpire(key, int(retention_ms))
+    pipe.execute_command("WAIT", replicas, timeout_ms)
+    _, acked = pipe.execute()
+    if int(acked) < replicas:
+        raise unconfirmed(int(acked), replicas, timeout_ms)

@@ -12,7 +12,7 @@ import uuid
 
 import pytest
 
-pytestmark = [pytest.mark.cluster, pytest.mark.redis, pytest.mark.model, pytest.mark.timeout(300)]
+pytestmark = [pytest.mark.cluster, pytest.mark.redis, pytest.mark.model, pytest.mark.timeout(600)]
 
 os.environ.setdefault("RAY_AUTH_MODE", "disabled")
 
@@ -26,7 +26,7 @@ def cluster():
         initialize_head=True,
         head_node_args={
             "num_cpus": 1,
-            "resources": {"head": 1},
+            "resources": {"head": 2},  # 1 for the embedder, the rest for tasks pinned to the head
             "_system_config": {
                 "health_check_initial_delay_ms": 0,
                 "health_check_period_ms": 500,
@@ -114,5 +114,60 @@ def test_agents_on_many_nodes_share_memory_and_survive_node_loss(cluster, redis_
         # a user never sees another user's findings, on any node
         hits = bus.recall("valve pressure", Context(org, "u1"), k=40)
         assert {h.node.scope.user for h in hits} == {"u1"}
+    finally:
+        bus.shutdown()
+
+
+def test_shards_spread_over_nodes_and_a_node_lost_under_load_loses_no_acknowledged_write(cluster, redis_server,
+                                                                                         tmp_path):
+    """Config.placement="spread" (the default): 4 shards over the nodes that may hold
+    shards use more than one of them. Writers on the head keep writing while a node
+    holding shards is removed: calls caught by the loss may fail (nothing acknowledged),
+    every acknowledged write is found afterwards, and the lost shards moved."""
+    import ray
+
+    import memorybus as mb
+    from memorybus import Config, Context, actors
+
+    c, _ = cluster
+    for i in range(2):  # two more nodes that may hold shards
+        c.add_node(num_cpus=1, resources={"shard_slot": 1, f"spare_{i}": 1})
+    c.wait_for_nodes()
+    cfg = Config.redis(redis_server.url, data_dir=str(tmp_path / "d"), num_shards=4,
+                       namespace=f"sp_{uuid.uuid4().hex[:6]}", shard_resources={"shard_slot": 0.01},
+                       embedder_resources={"head": 1})
+    bus = mb.connect(cfg)
+    try:
+        shards = actors.shard_handles(bus.config)
+        nodes = [_node_of(s) for s in shards]
+        assert len(set(nodes)) >= 2, "4 shards packed on one node"
+        victim = next(n for n in c.worker_nodes if n.node_id in nodes)
+
+        @ray.remote(num_cpus=0, resources={"head": 0.01})
+        def writer(b, w, seconds):
+            b = b.with_timeout(30)  # a call caught by the loss gives up (unacknowledged) after 30 s
+            ctx = Context("acme", f"u{w}", f"w{w}")
+            acked, failed, i = [], 0, 0
+            end = time.time() + seconds
+            while time.time() < end:
+                try:
+                    acked.append(b.remember(f"writer {w} note {i}: gauge {w}-{i} reads {i * 7} units", ctx,
+                                            scope="user").id)
+                except mb.MemoryBusError:
+                    failed += 1
+                    time.sleep(0.2)
+                i += 1
+            return acked, failed
+
+        refs = [writer.remote(bus.agent_handle("acme", f"u{w}", f"w{w}"), w, 25) for w in range(4)]
+        time.sleep(5)
+        c.remove_node(victim)
+        results = ray.get(refs, timeout=420)
+        acked = [(w, i) for w, (ids, _) in enumerate(results) for i in ids]
+        assert len(acked) > 40
+        for w, memory_id in acked:
+            assert bus.get(memory_id, Context("acme", f"u{w}")) is not None
+        moved = [_node_of(s) for s in shards]
+        assert victim.node_id not in moved
     finally:
         bus.shutdown()

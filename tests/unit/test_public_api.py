@@ -1,6 +1,6 @@
-"""One curated public API: what the README uses comes from ``memorybus`` itself.
+"""One curated public API: what the README and docs/ use comes from ``memorybus`` itself.
 
-The README is the user's map: every ``mb.X`` / ``memorybus.X`` name it uses, every
+The README and docs/ are the user's map: every ``mb.X`` / ``memorybus.X`` name they use, every
 policy class a ``Config`` field holds, and the types a public call returns must be
 importable from the top-level package, and everything exported must resolve.
 """
@@ -14,7 +14,10 @@ from pathlib import Path
 import memorybus
 from memorybus.config import Config
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+ROOT = Path(__file__).resolve().parents[2]
+README = ROOT / "README.md"
+DOCS = sorted((ROOT / "docs").glob("*.md"))
+ARCHITECTURE = ROOT / "docs" / "architecture.md"
 
 
 def test_every_exported_name_resolves_and_nothing_private_is_exported():
@@ -24,8 +27,8 @@ def test_every_exported_name_resolves_and_nothing_private_is_exported():
         assert getattr(memorybus, name) is not None
 
 
-def test_every_name_the_readme_uses_is_importable_from_memorybus():
-    text = README.read_text()
+def test_every_name_the_docs_use_is_importable_from_memorybus():
+    text = "\n".join(p.read_text() for p in [README, *DOCS])
     used = set(re.findall(r"\b(?:mb|memorybus)\.([A-Z][A-Za-z]+|connect|new_id|derived_id)\b", text))
     used |= set(re.findall(r"`((?:[A-Z][a-z]+)+(?:Policy|Weights|Options|Block|Page|Hit|Result))\b", text))
     assert {"Config", "Context", "RecallOptions", "BusPolicy", "RankingWeights"} <= used
@@ -51,9 +54,9 @@ def test_what_public_calls_return_is_exported():
 
 
 def _architecture() -> set[str]:
-    """The module paths the README's Architecture block lists (one line per module)."""
-    text = README.read_text()
-    block = text[text.index("## Architecture") :].split("```")[1]
+    """The module paths docs/architecture.md lists (one line per module)."""
+    text = ARCHITECTURE.read_text()
+    block = text.split("```")[1]
     listed: set[str] = set()
     package = ""
     for line in block.splitlines():
@@ -67,9 +70,9 @@ def _architecture() -> set[str]:
     return listed
 
 
-def test_the_readme_architecture_lists_every_module_once():
-    root = README.parent / "memorybus"
+def test_the_architecture_page_lists_every_module_once():
+    root = ROOT / "memorybus"
     modules = {str(p.relative_to(root)) for p in root.rglob("*.py") if p.name != "__init__.py"}
     listed = _architecture()
-    assert sorted(modules - listed) == [], "modules missing from the README's Architecture"
+    assert sorted(modules - listed) == [], "modules missing from docs/architecture.md"
     assert sorted(n for n in listed - modules if not n.endswith("__init__.py")) == []
