@@ -37,6 +37,7 @@ from memorybus.storage.redis_cluster import (
     confirm_on_owner,
     is_cluster,
     node_clients,
+    read_on_owner,
 )
 from memorybus.storage.redis_durability import ReplicatedScript, check_durable, confirm_record
 from memorybus.storage.redis_keys import RedisKeys
@@ -332,10 +333,16 @@ class RedisStore(RedisAudit, RedisErasure):
     def get_many(self, ids: Sequence[str]) -> list[MemoryNode | None]:
         if not ids:
             return []
-        pipe = self._r.pipeline(transaction=False)
-        for mid in ids:
-            pipe.hmget(self.keys.node(mid), _FIELDS)
-        return [_to_node(v) for v in self._call(pipe.execute)]
+        def fill(pipe: Any) -> None:
+            for mid in ids:
+                pipe.hmget(self.keys.node(mid), _FIELDS)
+
+        values = self._call(read_on_owner, self._r, self.keys.all(), fill) if self.cluster else None
+        if values is None:
+            pipe = self._r.pipeline(transaction=False)
+            fill(pipe)
+            values = self._call(pipe.execute)
+        return [_to_node(v) for v in values]
 
     def slot(self, scope_key: str, key: str) -> tuple[str | None, int]:
         head, seq = self._call(self._r.hmget, self.keys.slot(scope_key, key), ("id", "q"))

@@ -166,3 +166,20 @@ def on_owner(rc: RedisCluster, key: str, fill: Callable[[Any], None]) -> list[An
             raise
         time.sleep(pause)
         pause = min(pause * 2, 0.5)
+
+
+def read_on_owner(rc: Any, key: str, fill: Callable[[Any], None]) -> list[Any] | None:
+    """Replies of the reads ``fill`` queues, sent in one pipeline to the primary owning
+    ``key``'s slot (a cluster pipeline routes command by command, at a cost per command);
+    None when any was redirected (the slot is moving): the caller reads through the
+    cluster pipeline instead, which follows each redirect."""
+    pipe = rc.get_redis_connection(rc.get_node_from_key(key)).pipeline(transaction=False)
+    fill(pipe)
+    replies = pipe.execute(raise_on_error=False)
+    redirected = (rexc.AskError, rexc.MovedError, rexc.TryAgainError, rexc.ClusterDownError)
+    if any(isinstance(r, redirected) for r in replies):
+        return None
+    for reply in replies:
+        if isinstance(reply, Exception):
+            raise reply
+    return list(replies)

@@ -204,3 +204,39 @@ def test_compaction_rewrites_the_append_only_file_of_every_node(redis_cluster):
         time.sleep(0.1)
     assert all(n.info("persistence")["aof_rewrites"] > before[n.port] for n in redis_cluster.nodes)
     store.close()
+
+
+def test_reads_and_writes_while_half_of_the_shards_keys_have_moved(cluster):
+    """The slot stopped half-way through a move (what reshard does key batch by key
+    batch): reads find every memory on either node, a commit is refused whole or
+    applied whole (never half), and once the move ends both go on."""
+    namespace, slot = "halfway", key_slot(RedisKeys("halfway", "shard-0").all().encode())
+    store = RedisStore(cluster.url, namespace, "shard-0")
+    nodes = [mk(f"h{i}") for i in range(200)]
+    store.commit(WriteBatch(puts=nodes))
+    source = cluster.owner_of(slot)
+    target = next(n for n in cluster.primaries() if n.port != source.port)
+    src, dst = source.client(), target.client()
+    dst.execute_command("CLUSTER", "SETSLOT", slot, "IMPORTING", cluster.node_id(source))
+    src.execute_command("CLUSTER", "SETSLOT", slot, "MIGRATING", cluster.node_id(target))
+    keys = src.execute_command("CLUSTER", "GETKEYSINSLOT", slot, 10_000)
+    half = keys[: len(keys) // 2]
+    src.execute_command("MIGRATE", "127.0.0.1", target.port, "", 0, 5000, "KEYS", *half)
+    got = store.get_many([n.id for n in nodes])
+    assert [g.id for g in got if g is not None] == [n.id for n in nodes]
+    late = mk("late")
+    try:
+        store.commit(WriteBatch(puts=[late], events=[(SCOPE.key, b"late")]))
+        applied = True
+    except StoreUnavailable:  # TRYAGAIN until the move ends: refused whole
+        applied = False
+    rest = src.execute_command("CLUSTER", "GETKEYSINSLOT", slot, 10_000)
+    if rest:
+        src.execute_command("MIGRATE", "127.0.0.1", target.port, "", 0, 5000, "KEYS", *rest)
+    for node in cluster.primaries():
+        node.client().execute_command("CLUSTER", "SETSLOT", slot, "NODE", cluster.node_id(target))
+    assert (store.get(late.id) is not None) == applied and store.last_seq(SCOPE.key) == int(applied)
+    store.commit(WriteBatch(puts=[late], events=[(SCOPE.key, b"late")]) if not applied else WriteBatch())
+    assert store.count() == 201 and store.last_seq(SCOPE.key) == 1
+    assert cluster.owner_of(slot).port == target.port
+    store.close()
