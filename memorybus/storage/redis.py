@@ -31,126 +31,20 @@ from memorybus.model import MemoryNode
 from memorybus.storage.base import DEFAULT_OP_RETENTION, AlreadyApplied, OpRecord, WriteBatch
 from memorybus.storage.redis_audit import RedisAudit
 from memorybus.storage.redis_client import RedisTLS, describe, open_redis
+from memorybus.storage.redis_cluster import (
+    OwnerReplicatedScript,
+    commit_keys,
+    confirm_on_owner,
+    is_cluster,
+    node_clients,
+    read_on_owner,
+)
 from memorybus.storage.redis_durability import ReplicatedScript, check_durable, confirm_record
 from memorybus.storage.redis_keys import RedisKeys
+from memorybus.storage.redis_scripts import COMMIT as _COMMIT
+from memorybus.storage.redis_scripts import RESOLVE as _RESOLVE
+from memorybus.storage.redis_scripts import TOUCH as _TOUCH
 from memorybus.storage.redis_scrub import RedisErasure
-
-# ARGV[1]: msgpack array of ops; ARGV[2]: key prefix; ARGV[3]: operation id or "";
-# ARGV[4]: the operation's answer; ARGV[5]: this attempt; ARGV[6]: retention in ms.
-# The operation record (hash ":o:<op>": r = answer, q = event seqs, f<attempt> = fenced)
-# is checked first and written last, in the same script as the batch.
-# put:  {"put", id, blob, version, ac, la, scope_key, fact_key_or_""}
-# cas:  {"cas", id, blob, expected}
-# del:  {"del", id, "", expected_or_-1}
-# slot: {"slot", scope_key, key, expected_seq, head_id, count, evidence_or_""}: the evidence is
-#       field "e" of the slot's hash, written with it ("" leaves it)
-# evt:  {"evt", scope_key, blob, fact_key_or_""}
-# aud:  {"aud", org, expected_head, new_head, entry_blob...}: audit entries chained in
-#       Python after ``expected_head`` ("seq hash", "" for none); refused whole
-#       ({'audit', org}) when the head moved, so the caller re-chains and retries.
-_COMMIT = """
-local ops = cmsgpack.unpack(ARGV[1])
-local p = ARGV[2]
-local ok = nil
-if ARGV[3] ~= '' then
-  ok = p .. ':o:' .. ARGV[3]
-  local r = redis.call('HGET', ok, 'r')
-  if r then
-    redis.call('PEXPIRE', ok, ARGV[6])  -- a write, so that a WAIT after it confirms the record's replication
-    return {'done', r, redis.call('HGET', ok, 'q')}
-  end
-  if redis.call('HEXISTS', ok, 'f' .. ARGV[5]) == 1 then return {'fenced'} end
-end
-local seen = {}
-for _, op in ipairs(ops) do
-  if op[1] == 'aud' then
-    if (redis.call('GET', p .. ':ah:' .. op[2]) or '') ~= op[3] then return {'audit', op[2]} end
-  elseif op[1] == 'slot' then
-    local cur = tonumber(redis.call('HGET', p .. ':h:' .. op[2] .. '\\31' .. op[3], 'q') or '0')
-    if cur ~= op[4] then return {'conflict', op[3] .. '@' .. op[2], op[4], cur} end
-  elseif op[1] ~= 'evt' then
-    local nk = p .. ':n:' .. op[2]
-    local v = redis.call('HGET', nk, 'v')
-    if op[1] == 'put' then
-      if v and redis.call('HGET', nk, 'd') ~= op[3] then
-        return {'conflict', op[2], 0, tonumber(v)}
-      end
-      local first = seen[op[2]]
-      if first and first[3] ~= op[3] then return {'conflict', op[2], 0, first[4]} end
-      seen[op[2]] = op
-    else
-      if not v then return {'missing', op[2]} end
-      if op[4] >= 0 and tonumber(v) ~= op[4] then
-        return {'conflict', op[2], op[4], tonumber(v)}
-      end
-    end
-  end
-end
-local out = {'ok'}
-for _, op in ipairs(ops) do
-  local nk = p .. ':n:' .. op[2]
-  if op[1] == 'put' then
-    if redis.call('EXISTS', nk) == 0 then
-      redis.call('HSET', nk, 'v', op[4], 'd', op[3], 'ac', op[5], 'la', op[6],
-                 's', op[7], 'k', op[8])
-      redis.call('SADD', p .. ':all', op[2])
-      redis.call('SADD', p .. ':s:' .. op[7], op[2])
-      if op[8] ~= '' then redis.call('SADD', p .. ':k:' .. op[7] .. '\\31' .. op[8], op[2]) end
-    end
-  elseif op[1] == 'cas' then
-    redis.call('HSET', nk, 'v', op[4] + 1, 'd', op[3])
-  elseif op[1] == 'del' then
-    local s = redis.call('HGET', nk, 's')
-    local k = redis.call('HGET', nk, 'k')
-    redis.call('DEL', nk)
-    redis.call('SREM', p .. ':all', op[2])
-    redis.call('SREM', p .. ':s:' .. s, op[2])
-    if k and k ~= '' then redis.call('SREM', p .. ':k:' .. s .. '\\31' .. k, op[2]) end
-  elseif op[1] == 'slot' then
-    redis.call('HSET', p .. ':h:' .. op[2] .. '\\31' .. op[3], 'q', op[4] + op[6], 'id', op[5])
-    if op[7] ~= '' then redis.call('HSET', p .. ':h:' .. op[2] .. '\\31' .. op[3], 'e', op[7]) end
-  elseif op[1] == 'aud' then
-    for i = 5, #op do redis.call('RPUSH', p .. ':a:' .. op[2], op[i]) end
-    redis.call('SET', p .. ':ah:' .. op[2], op[4])
-  end
-end
-for _, op in ipairs(ops) do
-  if op[1] == 'evt' then
-    local seq = redis.call('INCR', p .. ':q:' .. op[2])
-    redis.call('XADD', p .. ':x:' .. op[2], seq .. '-1', 'e', op[3])
-    if op[4] ~= '' then redis.call('RPUSH', p .. ':f:' .. op[2] .. '\\31' .. op[4], seq) end
-    table.insert(out, seq)
-  end
-end
-if ok then
-  local seqs = {}
-  for i = 2, #out do seqs[#seqs + 1] = out[i] end
-  redis.call('HSET', ok, 'r', ARGV[4], 'q', cmsgpack.pack(seqs))
-  redis.call('PEXPIRE', ok, ARGV[6])
-end
-return out
-"""
-
-# KEYS[1]: the operation record; ARGV[1]: the attempt to fence; ARGV[2]: retention in ms.
-_RESOLVE = """
-local r = redis.call('HGET', KEYS[1], 'r')
-if r then
-  redis.call('PEXPIRE', KEYS[1], ARGV[2])
-  return {'done', r, redis.call('HGET', KEYS[1], 'q')}
-end
-redis.call('HSET', KEYS[1], 'f' .. ARGV[1], '1')
-redis.call('PEXPIRE', KEYS[1], ARGV[2])
-return {'fenced'}
-"""
-
-_TOUCH = """
-if redis.call('EXISTS', KEYS[1]) == 1 then
-  redis.call('HINCRBY', KEYS[1], 'ac', ARGV[1])
-  local la = tonumber(redis.call('HGET', KEYS[1], 'la'))
-  if tonumber(ARGV[2]) > la then redis.call('HSET', KEYS[1], 'la', ARGV[2]) end
-end
-return 1
-"""
 
 _FIELDS = ("d", "v", "ac", "la")
 
@@ -211,11 +105,16 @@ class RedisStore(RedisAudit, RedisErasure):
             self._resolve: Any = self._r.register_script(_RESOLVE)
             #: replicas that must confirm each commit (WAIT) before it is acknowledged
             self.wait_replicas, self._wait_timeout = wait_replicas, wait_timeout
+            #: a Redis Cluster (memorybus.storage.redis_cluster): WAIT goes to the slot's own primary
+            self.cluster = is_cluster(self._r)
             if wait_replicas:
-                self._commit = ReplicatedScript(self._r, self._commit, wait_replicas, wait_timeout)
-                self._resolve = ReplicatedScript(self._r, self._resolve, wait_replicas, wait_timeout)
+                replicated = OwnerReplicatedScript if self.cluster else ReplicatedScript
+                self._commit = replicated(self._r, self._commit, wait_replicas, wait_timeout)
+                self._resolve = replicated(self._r, self._resolve, wait_replicas, wait_timeout)
             self._r.ping()
-            self.durability = check_durable(self._r, str(where)) if require_fsync else "unchecked"
+            self.durability = "unchecked"
+            for name, node in node_clients(self._r) if require_fsync else ():
+                self.durability = check_durable(node, f"{where} (node {name})" if name else str(where))
         except rexc.RedisError as exc:
             self._r.close()
             raise StoreUnavailable("redis", describe(exc, where)) from None
@@ -280,12 +179,21 @@ class RedisStore(RedisAudit, RedisErasure):
         if result is None:
             return None
         if self.wait_replicas:  # an answer is given only for a write the replicas have
-            self._call(confirm_record, self._r, self.keys.op(op), self._retention_ms, self.wait_replicas,
+            confirm = confirm_on_owner if self.cluster else confirm_record
+            self._call(confirm, self._r, self.keys.op(op), self._retention_ms, self.wait_replicas,
                        self._wait_timeout)
         return OpRecord(bytes(result), _seqs(seqs))
 
+    def _script(self, script: Any, keys: list[str], args: list[Any]) -> Any:
+        return self._call(script, keys=keys, args=args)
+
+    def _commit_keys(self, ops: list[list[Any]], op: str) -> list[str]:
+        """The keys the commit script is given: all it touches on a cluster (so that a
+        moving slot redirects it before it runs), the shard's id set alone otherwise."""
+        return commit_keys(self.keys.prefix, ops, op) if self.cluster else [self.keys.all()]
+
     def resolve(self, op: str, attempt: str) -> OpRecord | None:
-        reply = self._call(self._resolve, keys=[self.keys.op(op)], args=[attempt, self._retention_ms])
+        reply = self._script(self._resolve, [self.keys.op(op)], [attempt, self._retention_ms])
         return _record(reply) if reply[0] in (b"done", "done") else None
 
     def touch(self, stats: Mapping[str, tuple[int, float]], *, wait: bool = True) -> bool:
@@ -293,7 +201,10 @@ class RedisStore(RedisAudit, RedisErasure):
             return True
         pipe = self._r.pipeline(transaction=False)
         for mid, (count, when) in stats.items():
-            self._touch(keys=[self.keys.node(mid)], args=[int(count), repr(float(when))], client=pipe)
+            if self.cluster:  # a cluster pipeline does not load scripts: the text itself
+                pipe.execute_command("EVAL", _TOUCH, 1, self.keys.node(mid), int(count), repr(float(when)))
+            else:
+                self._touch(keys=[self.keys.node(mid)], args=[int(count), repr(float(when))], client=pipe)
         self._call(pipe.execute)
         return True
 
@@ -304,10 +215,16 @@ class RedisStore(RedisAudit, RedisErasure):
     def get_many(self, ids: Sequence[str]) -> list[MemoryNode | None]:
         if not ids:
             return []
-        pipe = self._r.pipeline(transaction=False)
-        for mid in ids:
-            pipe.hmget(self.keys.node(mid), _FIELDS)
-        return [_to_node(v) for v in self._call(pipe.execute)]
+        def fill(pipe: Any) -> None:
+            for mid in ids:
+                pipe.hmget(self.keys.node(mid), _FIELDS)
+
+        values = self._call(read_on_owner, self._r, self.keys.all(), fill) if self.cluster else None
+        if values is None:
+            pipe = self._r.pipeline(transaction=False)
+            fill(pipe)
+            values = self._call(pipe.execute)
+        return [_to_node(v) for v in values]
 
     def slot(self, scope_key: str, key: str) -> tuple[str | None, int]:
         head, seq = self._call(self._r.hmget, self.keys.slot(scope_key, key), ("id", "q"))

@@ -46,6 +46,12 @@ class RedisAudit:
     def _scan(self, kind: str) -> list[str]:
         raise NotImplementedError
 
+    def _script(self, script: Any, keys: list[str], args: list[Any]) -> Any:
+        raise NotImplementedError
+
+    def _commit_keys(self, ops: list[list[Any]], op: str) -> list[str]:
+        raise NotImplementedError
+
     def _run(self, ops: list[list[Any]], audit: Sequence[Draft], op: str, result: bytes, attempt: str) -> Any:
         """Run the commit script; audit entries are chained here after the heads this
         store last saw, and re-chained when the script finds a head moved (another
@@ -66,7 +72,7 @@ class RedisAudit:
             payload = msgpack.packb(ops + chained, use_bin_type=False)
             args = [payload, self.keys.prefix, op, result, attempt, self._retention_ms]
             try:
-                reply = self._call(self._commit, keys=[self.keys.all()], args=args)
+                reply = self._script(self._commit, self._commit_keys(ops + chained, op), args)
             except StoreUnavailable:
                 for org in by_org:
                     self._heads.pop(org, None)  # it may have applied: read the heads again

@@ -29,7 +29,7 @@ import logging
 import os
 import threading
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 from urllib.parse import urlsplit
 
 from memorybus.config.sentinel_url import is_sentinel_url
@@ -100,7 +100,9 @@ def open_redis(url: str, *, tls: RedisTLS | None = None, socket_timeout: float =
     """A redis-py client for ``url`` (no command sent yet). ConfigError when the URL
     does not parse, or a TLS file is missing, or TLS files come with a non-TLS URL.
     A ``redis+sentinel://`` URL gives a client that follows the sentinels' master
-    (:mod:`memorybus.storage.redis_sentinel`)."""
+    (:mod:`memorybus.storage.redis_sentinel`); a ``redis://``/``rediss://`` URL of a node
+    in cluster mode (it is asked ``INFO cluster``) a :class:`redis.cluster.RedisCluster`
+    (:mod:`memorybus.storage.redis_cluster`)."""
     import redis  # here, not at import: this module's RedisTLS is used where redis is not installed
 
     if is_sentinel_url(url):
@@ -123,6 +125,13 @@ def open_redis(url: str, *, tls: RedisTLS | None = None, socket_timeout: float =
         kwargs.pop("socket_connect_timeout")
     try:
         client = redis.Redis.from_url(url, **kwargs)
+        if scheme != "unix":  # a node of a Redis Cluster: the cluster client (memorybus.storage.redis_cluster)
+            from memorybus.storage.redis_cluster import open_cluster_if_enabled
+
+            cluster = open_cluster_if_enabled(url, kwargs)
+            if cluster is not None:  # the same commands, routed by key: typed as the plain client
+                client.close()
+                client = cast("redis.Redis", cluster)
     except (ValueError, TypeError):  # its text may quote any part of the URL, password included
         raise ConfigError("redis_url", f"{where}: not a Redis URL redis-py can open") from None
     warn_if_plaintext(url)

@@ -54,7 +54,8 @@ def redis_scrub(client: redis.Redis, keys: RedisKeys, scrub: Scrub) -> None:
         for op, blob in scrub.ops.items():
             pipe.hset(keys.op(op), "r", blob)
         for scope_key, key in scrub.slots:
-            pipe.delete(keys.slot(scope_key, key), keys.fact_events(scope_key, key))
+            pipe.delete(keys.slot(scope_key, key))  # one key a call: a cluster pipeline takes no more
+            pipe.delete(keys.fact_events(scope_key, key))
         pipe.execute()
     except rexc.RedisError as exc:
         raise StoreUnavailable("redis", f"{type(exc).__name__}: {exc}") from None
@@ -128,7 +129,10 @@ class RedisErasure:
         redis_scrub(self._r, self.keys, scrub)
 
     def compact(self) -> None:
-        redis_compact(self._r)
+        from memorybus.storage.redis_cluster import node_clients
+
+        for _, node in node_clients(self._r):  # a cluster: every node, replicas included
+            redis_compact(node)
 
     def erase_job(self) -> bytes | None:
         return redis_job(self._r, self.keys)

@@ -17,12 +17,16 @@ S1, S2 = Scope("acme", "u1"), Scope("acme", "u2")
 _counter = iter(range(10**9))
 
 
-@pytest.fixture(params=["sqlite", "redis"])
+@pytest.fixture(params=["sqlite", "redis", "redis-cluster"])
 def store(request, tmp_path, redis_server):
     if request.param == "sqlite":
         s = SqliteStore(tmp_path / "s.sqlite")
+    elif request.param == "redis-cluster":  # three primaries with a replica each (tests/redis_cluster.py)
+        s = RedisStore(request.getfixturevalue("redis_cluster").url, f"t{next(_counter)}", "shard-0")
+        assert s.cluster
     else:
         s = RedisStore(redis_server.url, f"t{next(_counter)}", "shard-0")
+        assert not s.cluster
     yield s
     s.clear()
     s.close()
@@ -268,11 +272,14 @@ def test_fact_events_are_indexed_by_key(store):
     assert store.fact_events(S1.key, "nope") == []
 
 
-@pytest.fixture(params=["sqlite", "redis"])
+@pytest.fixture(params=["sqlite", "redis", "redis-cluster"])
 def short_store(request, tmp_path, redis_server):
     """A store keeping operation records 0.3 s."""
     if request.param == "sqlite":
         s = SqliteStore(tmp_path / "s.sqlite", op_retention=0.3)
+    elif request.param == "redis-cluster":
+        s = RedisStore(request.getfixturevalue("redis_cluster").url, f"t{next(_counter)}", "shard-0",
+                       op_retention=0.3)
     else:
         s = RedisStore(redis_server.url, f"t{next(_counter)}", "shard-0", op_retention=0.3)
     yield s
