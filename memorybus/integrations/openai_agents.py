@@ -14,10 +14,11 @@ Guarantees:
   ``oaisession/<session_id>/<position>`` with ``thread`` = the session id, ``speaker`` =
   the item's role (or type), ``decay_rate=0`` (never archived by decay), its text as
   content and the item itself in ``structured["openai_agents"]``.
-- **Order.** ``position`` is the write time in microseconds times 1000 plus the item's
-  index in its ``add_items`` call, so one call's items stay in order and later calls
-  come after earlier ones (calls within the same microsecond from different processes
-  may interleave). Equal items are all kept (their positions differ).
+- **Order.** ``position`` is the write time in milliseconds times 1000 plus the item's
+  index in its ``add_items`` call (the bus keeps positions below 2**53), so one call's
+  items stay in order and later calls come after earlier ones (calls less than a
+  millisecond apart, or calls of over 1000 items, may interleave with the next one).
+  Equal items are all kept (their positions differ).
 - **add_items** returns once every item is durable (one bus write for the call).
 - **pop_item** removes the latest item with compare-and-set and returns it; when another
   writer removed it first, it tries the next latest (two concurrent pops never return
@@ -80,7 +81,7 @@ class BusSession:
         meta = node.structured.get("openai_agents") if isinstance(node.structured, dict) else None
         ok = (isinstance(meta, dict) and meta.get("store") == MARK and meta.get("session") == self.session_id
               and isinstance(meta.get("item"), dict) and isinstance(meta.get("position"), int)
-              and node.key == f"{self.prefix}{meta['position']:020d}" and node.scope == self.scope)  # fmt: skip
+              and node.key == f"{self.prefix}{meta['position']:016d}" and node.scope == self.scope)  # fmt: skip
         if not ok or not isinstance(meta, dict):
             self.skipped["foreign"] += 1
             return None
@@ -119,14 +120,14 @@ class BusSession:
             raise mb.InvalidRequest("items", "must be a list of dicts (TResponseInputItem)")
         if not items:
             return
-        base = time.time_ns() // 1000 * 1000
+        base = time.time_ns() // 1_000_000 * 1000
         memories = []
         for i, item in enumerate(items):
             position = base + i
             speaker = item.get("role") or item.get("type")
             memories.append({
                 "content": _text_of(item), "kind": "episodic", "scope": self.scope, "decay_rate": 0.0,
-                "key": f"{self.prefix}{position:020d}", "thread": self.session_id, "position": position,
+                "key": f"{self.prefix}{position:016d}", "thread": self.session_id, "position": position,
                 "speaker": speaker if isinstance(speaker, str) and speaker else None,
                 "structured": {"openai_agents": {"store": MARK, "session": self.session_id,
                                                  "position": position, "item": item}},
