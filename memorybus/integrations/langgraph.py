@@ -21,11 +21,14 @@ of the bus, ranked by its recall, and subject to its visibility rule:
   related last), then ``filter``; without one: the items under the prefix
   in creation order, then ``filter``. Filters: equality, nested dicts, dotted paths, and
   ``$eq $ne $gt $gte $lt $lte``.
-- **Indexing.** ``put(..., index=False)`` runs no model: the memory's text is a fixed
-  placeholder (one cached vector) and a query search never ranks it; ``index=[paths]``
-  embeds the text at those paths (LangGraph path syntax), joined into one text, hence
-  one vector per item; the default is ``index={"fields": [...]}`` of the store, else the
-  whole value as JSON.
+- **Indexing.** The memory's text is the text at the indexed paths (``index=[paths]``
+  of the put, else ``index={"fields": [...]}`` of the store, else the whole value as
+  JSON), joined; ``put(..., index=False)`` runs no model (a fixed placeholder text).
+  Without an ``embed`` in the store's ``index``, a query search is the bus's recall (one
+  vector per item) and never ranks an unindexed item. With ``index={"dims", "embed",
+  "fields"}`` it keeps LangGraph's contract (:mod:`lgvectors`): one vector per path text
+  from that embedder, kept with the item; score = the best cosine over them; unindexed
+  items last with score None; a scan of the prefix. ``index_config`` says which.
 - **TTL** (``supports_ttl``): minutes, as in LangGraph; the memory's ``expires_at``.
   Expired items are never returned and the bus's decay sweep deletes them; reads
   refresh the expiry (``ttl_config["refresh_on_read"]``, default true).
@@ -55,10 +58,11 @@ import contextlib
 import json
 import time
 from collections import Counter
-from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
+from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
+from langchain_core.embeddings import Embeddings
 from langgraph.store.base import (
     BaseStore,
     GetOp,
@@ -72,61 +76,20 @@ from langgraph.store.base import (
     SearchItem,
     SearchOp,
     TTLConfig,
-    get_text_at_path,
-    tokenize_path,
+    ensure_embeddings,
 )
 
 import memorybus as mb
-from memorybus.integrations import lgmatch
+from memorybus.integrations import lgmatch, lgvectors
+from memorybus.integrations.lgdriver import Driver, Steps
+from memorybus.integrations.lgdriver import call as _call
 
 _FIELDS = ("org", "user", "agent", "session")
 _UNINDEXED = "(unindexed LangGraph store item)"
 _UNINDEXED_TAG = "lgstore:unindexed"
 _MAX_CAS = 8
 _PAGE = 500
-
-# a bus call the driver makes: (method name, args, kwargs); sync and async share the logic
-Call = tuple[str, tuple[Any, ...], dict[str, Any]]
-Steps = Generator[Call, Any, Any]
-
-
-def _call(name: str, *args: Any, **kwargs: Any) -> Call:
-    return (name, args, kwargs)
-
-
-class _Driver:
-    """Runs one batch's steps: iterating gives each bus call to make in turn; ``settle``
-    (or ``settle_async``) makes it and hands its result, or its MemoryBusError, back to
-    the steps. Once the steps return, their results are in ``results``."""
-
-    def __init__(self, steps: Steps) -> None:
-        self._steps = steps
-        self._value: Any = None
-        self._error: mb.MemoryBusError | None = None
-        self.results: list[Result] = []
-
-    def __iter__(self) -> Iterator[Call]:
-        while True:
-            try:
-                call = self._steps.throw(self._error) if self._error is not None else self._steps.send(self._value)
-            except StopIteration as done:
-                self.results = list(done.value)
-                return
-            self._value, self._error = None, None
-            yield call
-
-    def settle(self, method: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
-        try:
-            self._value = method(*args, **kwargs)
-        except mb.MemoryBusError as exc:
-            self._error = exc
-
-    async def settle_async(self, method: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
-        try:
-            self._value = await method(*args, **kwargs)
-        except mb.MemoryBusError as exc:
-            self._error = exc
-
+_EMBEDDER_CALLS = ("embed_documents", "embed_query")  # the store's own embedder, not the bus
 
 def _check_labels(namespace: Any, *, allow_empty: bool) -> tuple[str, ...]:
     if not isinstance(namespace, tuple | list):
@@ -169,6 +132,14 @@ class MemoryBusStore(BaseStore):
         self.base = context.resolve_scope(level)
         fields = list((index or {}).get("fields") or ["$"])
         self.index_fields = fields
+        #: the embedder of ``index["embed"]`` (then queries are scored by path vectors,
+        #: see :mod:`lgvectors`); None: the bus's own model and recall rank them
+        self.embeddings: Embeddings | None = None
+        if index and index.get("embed") is not None:
+            self.embeddings = ensure_embeddings(index["embed"])
+            self.index_config: IndexConfig = {**index, "fields": fields}
+        else:
+            self.index_config = {"dims": int(bus.config.embedding_dim), "fields": fields}
         self.ttl_config: TTLConfig = ttl or {"refresh_on_read": True}
         #: memories under the store's keys that reads skipped: ``"malformed"`` (not an
         #: item the store wrote) and ``"foreign"`` (an item of another scope)
@@ -188,11 +159,23 @@ class MemoryBusStore(BaseStore):
             return None
         texts: list[str] = []
         for path in index if isinstance(index, list) else self.index_fields:
-            if path == "$":
-                texts.append(json.dumps(value, ensure_ascii=False, sort_keys=True))
-            else:
-                texts += [t for t in get_text_at_path(value, tokenize_path(path)) if t.strip()]
+            whole = path == "$" and json.dumps(value, ensure_ascii=False, sort_keys=True)
+            texts += [whole] if whole else lgvectors.path_texts(value, [path])
         return "\n".join(texts) or None
+
+    def _vectors(self, value: dict[str, Any], index: Any) -> Steps:
+        """``{"vectors", "dims"}`` of an item's path texts, embedded by the store's own
+        embedder (empty without one, with ``index=False``, or with no text to embed)."""
+        if self.embeddings is None or index is False:
+            return {}
+        texts = lgvectors.path_texts(value, index if isinstance(index, list) else self.index_fields)
+        if not texts:
+            return {}
+        vectors = yield _call("embed_documents", texts)
+        if len(vectors) != len(texts):
+            raise mb.InvalidRequest("index", f"the embedder returned {len(vectors)} vectors for {len(texts)} texts")
+        blob, dims = lgvectors.pack(vectors, self.index_config.get("dims"))
+        return {"vectors": blob, "dims": dims}
 
     def _owns(self, scope: mb.Scope, item: lgmatch.ParsedItem) -> bool:
         """Whether an item in ``scope`` is one this store reads (see the module docstring)."""
@@ -286,7 +269,9 @@ class MemoryBusStore(BaseStore):
         found: list[tuple[mb.MemoryNode, Item]] = []
         if want == 0:
             return found
-        if op.query and op.query.strip():
+        if op.query and op.query.strip() and self.embeddings is not None:
+            found = yield from self._search_by_path_vectors(op, prefix)
+        elif op.query and op.query.strip():
             k = min(1000, want * (8 if op.filter else 1))
             # a store search ranks every item under the prefix (LangGraph's contract), so no
             # relevance floor: the least related items come last, they are not dropped
@@ -297,17 +282,37 @@ class MemoryBusStore(BaseStore):
                 if item is not None and _UNINDEXED_TAG not in hit.node.tags and lgmatch.passes(item.value, op.filter):
                     found.append((hit.node, item))
         else:
-            cursor: str | None = None
-            while len(found) < want:
-                page = yield _call("list_memories", self.context, key_prefix=prefix, limit=_PAGE, cursor=cursor)
-                for node in page.memories:
-                    item = self._item_of(node, search=True)
-                    if item is not None and lgmatch.passes(item.value, op.filter):
-                        found.append((node, item))
-                if page.cursor is None:
-                    break
-                cursor = page.cursor
+            found = yield from self._listing(prefix, op.filter, want)
         return found[max(0, op.offset) : want]
+
+    def _listing(self, prefix: str, flt: dict[str, Any] | None, want: int | None) -> Steps:
+        """The items under ``prefix`` that pass ``flt``, in creation order (``want`` of
+        them at least when there are that many; None: all)."""
+        found: list[tuple[mb.MemoryNode, Item]] = []
+        cursor: str | None = None
+        while want is None or len(found) < want:
+            page = yield _call("list_memories", self.context, key_prefix=prefix, limit=_PAGE, cursor=cursor)
+            for node in page.memories:
+                item = self._item_of(node, search=True)
+                if item is not None and lgmatch.passes(item.value, flt):
+                    found.append((node, item))
+            if page.cursor is None:
+                break
+            cursor = page.cursor
+        return found
+
+    def _search_by_path_vectors(self, op: SearchOp, prefix: str) -> Steps:
+        """A query search with the store's own embedder: every item under the prefix
+        that passes the filter, scored by its best path vector (:mod:`lgvectors`), the
+        unscored last with score None. A scan of the prefix, as LangGraph's in-memory store."""
+        found = yield from self._listing(prefix, op.filter, None)
+        if not found:
+            return found
+        query = lgvectors.query_vector((yield _call("embed_query", op.query)))
+        scored = [(lgvectors.item_score(query, lgmatch.parse_item(n.key, n.structured)), (n, i)) for n, i in found]
+        for score, (_, item) in scored:
+            item.score = score  # a SearchItem (made by _listing)
+        return [entry for _, entry in lgvectors.rank(scored)]
 
     def _namespaces(self, op: ListNamespacesOp) -> Steps:
         seen: set[tuple[str, ...]] = set()
@@ -332,6 +337,11 @@ class MemoryBusStore(BaseStore):
         namespace, key = tuple(op.namespace), str(op.key)
         scope = self.scope_for(namespace)
         fact_key = lgmatch.item_key(namespace, key)
+        vectors: dict[str, Any] = {}
+        text: str | None = None
+        if op.value is not None:  # embedded once, before (never inside) the compare-and-set loop
+            text = self._text(dict(op.value), op.index)
+            vectors = yield from self._vectors(dict(op.value), op.index)
         last: mb.VersionConflict | None = None
         for _ in range(_MAX_CAS):
             current = yield _call("current_fact", fact_key, self.context, scope=scope)
@@ -347,10 +357,9 @@ class MemoryBusStore(BaseStore):
                     last = exc
                     continue
             value = dict(op.value)
-            text = self._text(value, op.index)
             now = time.time()
             meta = {"store": lgmatch.MARK, "scope": scope.key, "namespace": list(namespace), "key": key,
-                    "value": value, "updated_at": now, "ttl": op.ttl}
+                    "value": value, "updated_at": now, "ttl": op.ttl, **vectors}
             fields: dict[str, Any] = {
                 "structured": {"langgraph": meta},
                 "tags": () if text is not None else (_UNINDEXED_TAG,),
@@ -375,13 +384,16 @@ class MemoryBusStore(BaseStore):
 
     # ---------------------------------------------------------------- drivers
     def batch(self, ops: Iterable[Op]) -> list[Result]:
-        run = _Driver(self._steps(ops))
+        run = Driver(self._steps(ops))
         for name, args, kwargs in run:
-            run.settle(getattr(self.bus, name), args, kwargs)
+            run.settle(getattr(self.embeddings, name) if name in _EMBEDDER_CALLS else getattr(self.bus, name),
+                       args, kwargs)  # fmt: skip
         return run.results
 
     async def abatch(self, ops: Iterable[Op]) -> list[Result]:
-        run = _Driver(self._steps(ops))
+        run = Driver(self._steps(ops))
         for name, args, kwargs in run:
-            await run.settle_async(getattr(self.bus, name + "_async"), args, kwargs)
+            local = name in _EMBEDDER_CALLS
+            method = getattr(self.embeddings, "a" + name) if local else getattr(self.bus, name + "_async")
+            await run.settle_async(method, args, kwargs)
         return run.results

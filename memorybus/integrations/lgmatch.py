@@ -31,10 +31,20 @@ class ParsedItem:
     updated_at: float
     ttl: float | None
     scope: str
+    #: path vectors (:mod:`lgvectors`) when the store embeds with its own embedder
+    vectors: bytes | None = None
+    dims: int | None = None
 
 
 def _time(x: Any) -> TypeGuard[float]:
     return isinstance(x, int | float) and not isinstance(x, bool) and math.isfinite(x) and 0 <= x <= _MAX_TIME
+
+
+def well_formed(blob: Any, dims: Any) -> bool:
+    """Whether ``(blob, dims)`` is what ``lgvectors.pack`` writes: float32 rows of ``dims``."""
+    if not isinstance(dims, int) or isinstance(dims, bool) or dims < 1:
+        return False
+    return isinstance(blob, bytes) and len(blob) > 0 and len(blob) % (4 * dims) == 0
 
 
 def parse_item(memory_key: str | None, structured: Mapping[str, Any]) -> ParsedItem | str:
@@ -42,8 +52,9 @@ def parse_item(memory_key: str | None, structured: Mapping[str, Any]) -> ParsedI
 
     A memory is an item only if its ``structured["langgraph"]`` is a map carrying
     :data:`MARK`, a namespace of non-empty string labels, a string key, a dict value,
-    a time, a TTL (None or a positive number), the scope key it was written for, and
-    if its memory key is exactly :func:`item_key` of that namespace and key.
+    a time, a TTL (None or a positive number), the scope key it was written for, path
+    vectors that are either absent or well formed, and if its memory key is exactly
+    :func:`item_key` of that namespace and key.
     """
     meta = structured.get("langgraph") if isinstance(structured, Mapping) else None
     if not isinstance(meta, Mapping):
@@ -58,9 +69,13 @@ def parse_item(memory_key: str | None, structured: Mapping[str, Any]) -> ParsedI
     updated, ttl, scope = meta.get("updated_at"), meta.get("ttl"), meta.get("scope")
     if not _time(updated) or not (ttl is None or (_time(ttl) and ttl > 0)) or not isinstance(scope, str):
         return "bad time, ttl or scope"
+    vectors, dims = meta.get("vectors"), meta.get("dims")
+    if vectors is not None and not well_formed(vectors, dims):
+        return "bad path vectors"
     if memory_key != item_key(ns, key):
         return "memory key does not match its namespace and key"
-    return ParsedItem(tuple(ns), key, dict(value), float(updated), None if ttl is None else float(ttl), scope)
+    return ParsedItem(tuple(ns), key, dict(value), float(updated), None if ttl is None else float(ttl), scope,
+                      vectors, dims if vectors is not None else None)  # fmt: skip
 _OPERATORS = ("$eq", "$ne", "$gt", "$gte", "$lt", "$lte")
 
 
