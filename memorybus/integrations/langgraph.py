@@ -139,7 +139,7 @@ class MemoryBusStore(BaseStore):
             self.embeddings = ensure_embeddings(index["embed"])
             self.index_config: IndexConfig = {**index, "fields": fields}
         else:
-            self.index_config = {"dims": int(bus.config.embedding_dim), "fields": fields}
+            self.index_config = {"dims": bus.config.vector_dim(), "fields": fields}
         self.ttl_config: TTLConfig = ttl or {"refresh_on_read": True}
         #: memories under the store's keys that reads skipped: ``"malformed"`` (not an
         #: item the store wrote) and ``"foreign"`` (an item of another scope)
