@@ -28,46 +28,8 @@ from memorybus.model import MemoryNode
 from memorybus.storage.base import DEFAULT_OP_RETENTION, AlreadyApplied, OpRecord, WriteBatch
 from memorybus.storage.scrub import JOBS_SCHEMA, SqliteErasure
 from memorybus.storage.sqlite_audit import SqliteAudit, chain_audit
+from memorybus.storage.sqlite_schema import SCHEMA
 
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS nodes (
-    id TEXT PRIMARY KEY,
-    scope_key TEXT NOT NULL,
-    mkey TEXT,
-    version INTEGER NOT NULL,
-    access_count INTEGER NOT NULL,
-    last_accessed REAL NOT NULL,
-    blob BLOB NOT NULL
-);
-CREATE INDEX IF NOT EXISTS nodes_scope ON nodes(scope_key);
-CREATE INDEX IF NOT EXISTS nodes_key ON nodes(scope_key, mkey) WHERE mkey IS NOT NULL;
-CREATE TABLE IF NOT EXISTS meta (k TEXT PRIMARY KEY, v TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS slots (
-    scope_key TEXT NOT NULL, mkey TEXT NOT NULL, head TEXT NOT NULL, seq INTEGER NOT NULL,
-    PRIMARY KEY (scope_key, mkey)
-) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS slot_evidence (
-    scope_key TEXT NOT NULL, mkey TEXT NOT NULL, blob BLOB NOT NULL, PRIMARY KEY (scope_key, mkey)
-) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS seqs (scope_key TEXT PRIMARY KEY, seq INTEGER NOT NULL) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS events (
-    scope_key TEXT NOT NULL, seq INTEGER NOT NULL, blob BLOB NOT NULL,
-    PRIMARY KEY (scope_key, seq)
-) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS ops (op TEXT PRIMARY KEY, at REAL NOT NULL, result BLOB NOT NULL, seqs BLOB NOT NULL);
-CREATE INDEX IF NOT EXISTS ops_at ON ops(at);
-CREATE TABLE IF NOT EXISTS fact_events (
-    scope_key TEXT NOT NULL, mkey TEXT NOT NULL, seq INTEGER NOT NULL,
-    PRIMARY KEY (scope_key, mkey, seq)
-) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS audit (
-    org TEXT NOT NULL, seq INTEGER NOT NULL, blob BLOB NOT NULL, PRIMARY KEY (org, seq)
-) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS audit_heads (org TEXT PRIMARY KEY, seq INTEGER NOT NULL, hash TEXT NOT NULL) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS audit_checkpoints (
-    org TEXT NOT NULL, seq INTEGER NOT NULL, blob BLOB NOT NULL, PRIMARY KEY (org, seq)
-) WITHOUT ROWID;
-"""
 _COLS = "blob, version, access_count, last_accessed"
 #: ids per ``IN (...)`` lookup (well under SQLite's bound on a statement's parameters)
 _IN_GROUP = 500
@@ -131,7 +93,7 @@ class SqliteStore(SqliteAudit, SqliteErasure):
             self._db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False, timeout=timeout)
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=FULL")
-            self._db.executescript(_SCHEMA + JOBS_SCHEMA)
+            self._db.executescript(SCHEMA + JOBS_SCHEMA)
             self._reader = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False, timeout=timeout)
         except (sqlite3.Error, OSError) as exc:
             raise StoreUnavailable("sqlite", f"{self.path}: {exc}") from None
