@@ -25,8 +25,28 @@ import numpy as np
 from memorybus.errors import EmbeddingError, InvalidRequest
 
 
+def _torch_device(torch: Any, device: str) -> str:
+    """``device`` as torch names it (``"cuda"`` -> ``"cuda:0"``); EmbeddingError when it is
+    not a device name or names a GPU this process cannot see."""
+    try:
+        dev = torch.device(device)
+    except (RuntimeError, TypeError) as exc:
+        raise EmbeddingError(f"device {device!r}: {exc}") from None
+    if dev.type == "cpu":
+        return "cpu"
+    if dev.type != "cuda":
+        raise EmbeddingError(f"device {device!r}: only 'cpu' and CUDA devices are supported")
+    if not torch.cuda.is_available():
+        raise EmbeddingError(f"device {device!r}: torch sees no CUDA device in this process")
+    index = dev.index if dev.index is not None else 0
+    if index >= torch.cuda.device_count():
+        raise EmbeddingError(f"device {device!r}: this process sees {torch.cuda.device_count()} CUDA device(s)")
+    return f"cuda:{index}"
+
+
 class Embedder:
-    """A sentence-transformers model on the CPU with ``threads`` torch threads.
+    """A sentence-transformers model on ``device`` (the CPU by default, with ``threads``
+    torch threads; ``"cuda"`` for a GPU this process sees, EmbeddingError otherwise).
 
     ``encode`` returns L2-normalised float32 vectors, one row per text, in order.
     With ``lean`` (the default) a model made of a transformer, mean pooling and
@@ -50,6 +70,7 @@ class Embedder:
         batch_size: int = 32,
         cache_size: int = 20_000,
         lean: bool = True,
+        device: str = "cpu",
     ) -> None:
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
@@ -66,6 +87,7 @@ class Embedder:
 
         if threads is not None:  # None: leave the process's torch setting alone
             torch.set_num_threads(max(1, threads))
+        self.device = _torch_device(torch, device)
         from safetensors import SafetensorError
 
         spec = lean_spec(model_path) if lean else None
@@ -75,13 +97,13 @@ class Embedder:
                 from transformers import AutoModel, AutoTokenizer
 
                 tokenizer = AutoTokenizer.from_pretrained(str(model_path))
-                bert = AutoModel.from_pretrained(str(model_path)).eval()
+                bert = AutoModel.from_pretrained(str(model_path)).to(self.device).eval()
                 self._lean: tuple[Any, Any, int] | None = (tokenizer, bert, spec)
                 self.dim = int(bert.config.hidden_size)
             else:
                 from sentence_transformers import SentenceTransformer
 
-                self.model = SentenceTransformer(str(model_path), device="cpu")
+                self.model = SentenceTransformer(str(model_path), device=self.device)
         except (OSError, ValueError, KeyError, RuntimeError, pickle.UnpicklingError, SafetensorError) as exc:
             # no such path or no model there (OSError, ValueError), a broken config or
             # weights file (KeyError, RuntimeError from torch, pickle, safetensors)
@@ -145,10 +167,12 @@ class Embedder:
                     feats = tokenizer(
                         [texts[i] for i in rows], padding=True, truncation=True, max_length=max_len, return_tensors="pt"
                     )
+                if self.device != "cpu":
+                    feats = {k: v.to(self.device, non_blocking=True) for k, v in feats.items()}
                 hidden = bert(**feats).last_hidden_state
                 mask = feats["attention_mask"].unsqueeze(-1).to(hidden.dtype)
                 pooled = (hidden * mask).sum(1) / mask.sum(1).clamp(min=1e-9)
-                out[rows] = torch.nn.functional.normalize(pooled, p=2, dim=1).numpy()
+                out[rows] = torch.nn.functional.normalize(pooled, p=2, dim=1).cpu().numpy()
         return out
 
     @staticmethod

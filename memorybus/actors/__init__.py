@@ -51,8 +51,9 @@ def shard_options(config: Config, index: int) -> dict[str, Any]:
 
 
 def embedder_options(config: Config, index: int) -> dict[str, Any]:
+    gpus = {"num_gpus": config.embedder_num_gpus} if config.embedder_num_gpus > 0 else {}
     return _options(config, embedder_actor_name(config, index), config.embedder_num_cpus, config.embedder_resources,
-                    max_concurrency=1000, runtime_env={"env_vars": dict(MODEL_ENV)}, **_placement(config))
+                    max_concurrency=1000, **gpus, runtime_env={"env_vars": dict(MODEL_ENV)}, **_placement(config))
 
 
 def hub_options(config: Config, partition: int) -> dict[str, Any]:

@@ -21,27 +21,36 @@ class EmbedderActor:
     """An async actor: concurrent ``encode`` calls are merged into model batches.
 
     Torch runs with one thread per CPU the actor reserves, so replicas on a
-    2-core machine do not oversubscribe it.
+    2-core machine do not oversubscribe it. With ``Config.embedder_num_gpus`` the
+    model runs on the GPU Ray assigned (Ray sets ``CUDA_VISIBLE_DEVICES``, so it is
+    ``cuda``), in batches of ``embed_gpu_batch_size``.
     """
 
     def __init__(self, config: Config) -> None:
         threads = max(1, int(config.embedder_num_cpus))
+        gpu = config.embedder_num_gpus > 0
+        batch = config.embed_gpu_batch_size if gpu else config.embed_batch_size
         self._embedder = Embedder(
             config.resolved_model_path(),
             threads=threads,
-            batch_size=config.embed_batch_size,
+            batch_size=batch,
             cache_size=config.embed_cache_size,
+            device="cuda" if gpu else "cpu",
         )
         if self._embedder.dim != config.vector_dim():
             raise ConfigError("embedding_dim", f"model {config.model_label()!r} makes vectors of dimension "
                                                f"{self._embedder.dim}, not {config.vector_dim()}")
-        self._batching = BatchingEmbedder(self._embedder, max_batch=config.embed_batch_size)
+        self._batching = BatchingEmbedder(self._embedder, max_batch=batch)
 
     async def encode(self, texts: Sequence[str]) -> np.ndarray:
         return await self._batching.encode(texts)
 
     async def count_tokens(self, texts: Sequence[str]) -> list[int]:
         return [self._embedder.tokenizer_count(t) for t in texts]
+
+    async def device(self) -> str:
+        """Where the model runs: ``"cpu"`` or the torch device of a GPU (``"cuda:0"``)."""
+        return self._embedder.device
 
     async def dim(self) -> int:
         return self._embedder.dim

@@ -106,7 +106,9 @@ class _TokenNotice(logging.Filter):
 def bus_demand(config: Config) -> list[tuple[str, float, dict[str, float]]]:
     """The Ray resources each of the bus's actors reserves: (what, CPUs, custom resources)."""
     shard_like = config.num_shards + config.bus.partitions + (2 if config.schedule_maintenance else 0)
-    embedders = [("embedder", config.embedder_num_cpus, dict(config.embedder_resources))] * config.embedder_replicas
+    gpus = {"GPU": float(config.embedder_num_gpus)} if config.embedder_num_gpus > 0 else {}
+    embedders = [("embedder", config.embedder_num_cpus, {**dict(config.embedder_resources), **gpus})]
+    embedders *= config.embedder_replicas
     return embedders + [("shard", config.shard_num_cpus, dict(config.shard_resources))] * shard_like
 
 

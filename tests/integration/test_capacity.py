@@ -48,3 +48,16 @@ def test_resources_no_node_has_are_named(ray_one_cpu, tmp_path):
                              shard_resources={"gpu_box": 1})
     with pytest.raises(mb.ConfigError, match=r"no Ray node has 0.05 CPU and resources \{'gpu_box': 1\} for the shard"):
         mb.connect(cfg)
+
+
+def test_a_gpu_embedder_where_no_node_has_a_gpu_is_refused_fast(ray_one_cpu, tmp_path):
+    """embedder_num_gpus on a Ray without GPUs: the embedder could never be placed, so
+    connect says so at once instead of waiting on an infeasible actor."""
+    import memorybus as mb
+
+    cfg = mb.Config.embedded(tmp_path / "d", namespace="cap3", embedder_num_cpus=0.5, embedder_num_gpus=1)
+    t0 = time.monotonic()
+    with pytest.raises(mb.ConfigError, match=r"resources \{'GPU': 1.0\} for the embedder actor"):
+        mb.connect(cfg)
+    assert time.monotonic() - t0 < 30
+    assert not (tmp_path / "d").exists()

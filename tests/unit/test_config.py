@@ -27,6 +27,12 @@ def test_factories():
         {"embedding_dim": 2.5},
         {"model_path": ""},
         {"model_fingerprint": ""},
+        {"embedder_num_gpus": -1},
+        {"embedder_num_gpus": True},
+        {"embedder_num_gpus": 1.5},
+        {"embedder_num_gpus": "1"},
+        {"embed_gpu_batch_size": 0},
+        {"embed_gpu_batch_size": 9000},
     ],
 )
 def test_bad_config(kw):
@@ -172,3 +178,17 @@ def test_ranking_counts_are_whole_numbers_and_shares_stay_on_their_scale(bad):
     with pytest.raises(ConfigError, match=next(iter(bad))):
         RankingWeights(**bad)
     assert RankingWeights(thread_members=0, exact_dense_limit=0, named_share=1.0).thread_members == 0
+
+
+def test_gpu_embedder_reserves_gpus_and_cpu_default_reserves_none():
+    from memorybus.actors import embedder_options
+    from memorybus.actors.startup import bus_demand
+
+    cpu = Config.embedded("/tmp/x")
+    assert "num_gpus" not in embedder_options(cpu, 0)
+    assert all("GPU" not in res for _, _, res in bus_demand(cpu))
+    gpu = Config.embedded("/tmp/x", embedder_num_gpus=0.5, embedder_replicas=2, embedder_resources={"edge": 1})
+    assert embedder_options(gpu, 1)["num_gpus"] == 0.5
+    embedders = [res for what, _, res in bus_demand(gpu) if what == "embedder"]
+    assert embedders == [{"edge": 1, "GPU": 0.5}] * 2
+    assert all("GPU" not in res for what, _, res in bus_demand(gpu) if what != "embedder")

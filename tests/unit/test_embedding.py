@@ -165,3 +165,23 @@ def test_a_model_that_cannot_load_is_an_embedding_error(tmp_path, broken):
         (path / "model.safetensors").write_bytes(b"not a safetensors file")
     with pytest.raises(EmbeddingError, match="cannot load model from"):
         Embedder(str(path))
+
+
+@pytest.mark.parametrize("device", ["gpu0", "tpu", "cuda:99"])
+def test_a_device_this_process_cannot_use_is_an_embedding_error(model_path, device):
+    """A GPU embedder asks for ``cuda``: a device torch cannot name, one that is not CPU or
+    CUDA, or a GPU this process does not see fails at load with EmbeddingError."""
+    from memorybus import EmbeddingError
+    from memorybus.embedding import Embedder
+
+    with pytest.raises(EmbeddingError, match=f"device '{device}'"):
+        Embedder(model_path, device=device)
+
+
+def test_an_explicit_cpu_device_gives_the_default_vectors(embedder, model_path):
+    from memorybus.embedding import Embedder
+
+    cpu = Embedder(model_path, device="cpu", cache_size=0)
+    assert cpu.device == "cpu"
+    texts = ["the staging database lives in Frankfurt", "tea at four"]
+    assert np.allclose(cpu.encode(texts), embedder.encode(texts), atol=1e-6)
