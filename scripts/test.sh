@@ -26,6 +26,9 @@ ruff check memorybus tests benchmarks
 echo "== mypy"
 mypy
 
+echo "== LangGraph's store tests (fetched from the package registry; the tests skip, saying why, without them)"
+python scripts/fetch_langgraph_tests.py || echo "   not fetched: tests/integration/langgraph_upstream will try again, else skip"
+
 echo "== pytest"
 export HF_HUB_OFFLINE=1
 python -m pytest "$@"
