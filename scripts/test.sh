@@ -19,7 +19,7 @@ fi
 echo "== installing python packages"
 # torch first: the CPU build on this disk, instead of a multi-GB CUDA download
 python -m pip install -q torch==2.13.0
-python -m pip install -q -e '.[test,bench,langgraph,mcp,docs,ui]'
+python -m pip install -q -e '.[test,bench,langgraph,mcp,docs,ui,openai-agents]'
 
 echo "== ruff"
 ruff check memorybus tests benchmarks
