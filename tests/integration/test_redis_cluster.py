@@ -173,9 +173,17 @@ def test_wait_for_more_replicas_than_there_are_is_not_an_acknowledgement(redis_c
     try:
         with pytest.raises(StoreUnavailable, match=r"only [01] of 2 replica"):
             store.commit(WriteBatch(puts=[mk("w")]))
+        with pytest.raises(StoreUnavailable, match=r"only 1 of 2 replica"):  # a marker on the slot's primary
+            store.confirm_reads()
     finally:
         store.clear()
         store.close()
+    one = RedisStore(redis_cluster.url, "waitmore", "shard-0", wait_replicas=1, wait_timeout=2.0)
+    try:
+        one.confirm_reads()  # its one replica confirms the marker
+    finally:
+        one.clear()
+        one.close()
 
 
 @pytest.mark.parametrize("wait", [0, 1])
