@@ -29,7 +29,6 @@ from memorybus.pubsub.routing import partition_of
 from memorybus.scopes import Context, Level, Router
 from memorybus.storage import dirlock
 from memorybus.storage.kv import RedisKV, SqliteKV
-from memorybus.storage.redis_client import RedisTLS
 
 log = logging.getLogger(__name__)
 
@@ -44,8 +43,7 @@ def _kv(config: Config, partition: int) -> KeyValue:
     if config.backend == "redis":
         if config.redis_url is None:  # Config refuses this; kept for the type checker
             raise ConfigError("redis_url", "is required when backend='redis'")
-        return RedisKV(config.redis_url, f"mb:{{{config.namespace}:bus-{partition}}}:kv",
-                       tls=RedisTLS.from_config(config))
+        return RedisKV.for_config(config, f"mb:{{{config.namespace}:bus-{partition}}}:kv")
     return SqliteKV(os.path.join(_dir(config, partition), "bus.sqlite"))
 
 

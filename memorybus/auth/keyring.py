@@ -154,9 +154,8 @@ def open_keys(config: Any) -> KeyValue:
     missing; the embedded file readable by its owner only)."""
     if config.backend == "redis":
         from memorybus.storage.kv import RedisKV
-        from memorybus.storage.redis_client import RedisTLS
 
-        return RedisKV(config.redis_url, f"mb:{{{config.namespace}:auth}}:keys", tls=RedisTLS.from_config(config))
+        return RedisKV.for_config(config, f"mb:{{{config.namespace}:auth}}:keys")
     from memorybus.storage.kv import SqliteKV
 
     path = os.path.join(os.path.abspath(config.data_dir), "auth.sqlite")

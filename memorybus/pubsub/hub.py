@@ -150,6 +150,9 @@ class Hub(Parking, Principals):
         or at their beginning (``"beginning"``). Re-attaching (same owner, same name)
         keeps the acknowledged cursors and replays whatever the subscriber missed.
         The same name used by another context is another subscription.
+        StoreUnavailable when the record cannot be written durably (with
+        ``Config.redis_wait_replicas``: no replica confirmed it): a new subscription is
+        then not created here (a retry with the same name resumes any record the store kept).
         """
         name = check_name(name)
         sub_id = subscription_id(context, name)
@@ -180,8 +183,8 @@ class Hub(Parking, Principals):
         else:
             acked = await self._last_seqs(context)
         sub = Subscription(sub_id, context, flt, target, method, acked, name=name, ref=ref)
+        self._save(sub)  # durable first: a write the store does not acknowledge leaves no subscription
         self.subs[sub_id] = sub
-        self._save(sub)
         self._start(sub)
         return dict(acked)
 

@@ -51,8 +51,11 @@ class Replay(Job):
             new_cursors[scope.key] = after
             left -= len(rows)
             more = more or left <= 0
+        self.core.store.confirm_reads()  # no cursor moves past a write a failover could take back
         return out, new_cursors, more
 
     def last_seqs(self, context: Context) -> dict[str, int]:
         context = self.core.check_context(context)
-        return {s.key: self.core.store.last_seq(s.key) for s in context.visible_scopes()}
+        seqs = {s.key: self.core.store.last_seq(s.key) for s in context.visible_scopes()}
+        self.core.store.confirm_reads()  # a new subscription starts after writes that survive a failover
+        return seqs

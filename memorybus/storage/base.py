@@ -168,6 +168,15 @@ class Store(Protocol):
         """The sequence number of the scope's latest event (0 if none)."""
         ...
 
+    def confirm_reads(self) -> None:
+        """Return once everything this store has shown a reader so far would survive a
+        failover; StoreUnavailable when that cannot be confirmed now. A Redis master
+        serves writes its replicas do not have yet, and a failover loses them and reuses
+        their event sequence numbers: with ``wait_replicas`` this writes a marker and
+        waits (``WAIT``) until replicas have it, and with it every earlier write. Stores
+        without replicas return at once."""
+        ...
+
     def fact_events(self, scope_key: str, key: str) -> list[tuple[int, bytes]]:
         """The events committed with ``event_keys`` ``key`` in the scope, in order."""
         ...

@@ -11,7 +11,7 @@ import contextlib
 import os
 import sqlite3
 import threading
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 from urllib.parse import quote
 
 from memorybus.errors import StoreUnavailable
@@ -86,9 +86,18 @@ class SqliteKV:
 
 
 class RedisKV:
-    """The state in one Redis hash named ``prefix`` (one HSET per write: atomic)."""
+    """The state in one Redis hash named ``prefix`` (one HSET per write: atomic).
 
-    def __init__(self, url: str, prefix: str, *, tls: RedisTLS | None = None) -> None:
+    With ``wait_replicas`` > 0 (:meth:`for_config`: ``Config.redis_wait_replicas``, the
+    policy the shards' commits follow) a write is acknowledged only after ``WAIT`` says
+    that many replicas have it, sent on the write's own connection (to the slot's
+    primary on a Redis Cluster); fewer within ``wait_timeout`` seconds raise
+    StoreUnavailable: the write is on the master and may be lost in a failover, so the
+    caller must not count it as done (every write here is an idempotent HSET or HDEL: a
+    retry is safe)."""
+
+    def __init__(self, url: str, prefix: str, *, tls: RedisTLS | None = None, wait_replicas: int = 0,
+                 wait_timeout: float = 1.0, socket_timeout: float = 5.0) -> None:
         """ConfigError when the URL does not parse or a TLS file is missing;
         StoreUnavailable when the server cannot be reached, refuses the credentials or
         the TLS handshake (messages name the URL without its password)."""
@@ -98,13 +107,23 @@ class RedisKV:
         from memorybus.storage.redis_client import describe, open_redis
 
         self.prefix = prefix
+        self.wait_replicas, self._wait_ms = wait_replicas, max(1, int(wait_timeout * 1000))
         self._errors: type[Exception] = redis.exceptions.RedisError
-        self._r = open_redis(url, tls=tls, socket_timeout=5.0)
+        self._r = open_redis(url, tls=tls, socket_timeout=socket_timeout)
         try:
             self._r.ping()
         except self._errors as exc:
             self._r.close()
             raise StoreUnavailable("redis", describe(exc, redact_url(url))) from None
+
+    @classmethod
+    def for_config(cls, config: Any, prefix: str) -> RedisKV:
+        """The hash ``prefix`` on the bus's Redis, with its TLS files and WAIT policy."""
+        from memorybus.storage.redis_client import RedisTLS
+
+        return cls(config.redis_url, prefix, tls=RedisTLS.from_config(config),
+                   wait_replicas=config.redis_replicas_to_wait(), wait_timeout=config.redis_wait_timeout,
+                   socket_timeout=max(5.0, config.store_timeout))
 
     def _do(self, fn: Any, *args: Any) -> Any:
         try:
@@ -112,16 +131,41 @@ class RedisKV:
         except self._errors as exc:
             raise StoreUnavailable("redis", str(exc)) from None
 
+    def _write(self, fill: Any) -> None:
+        """Run the write ``fill`` sends to the client it is given; with ``wait_replicas``,
+        in one pipeline with ``WAIT`` on the connection that wrote, and StoreUnavailable
+        unless enough replicas confirm."""
+        if not self.wait_replicas:
+            self._do(fill, self._r)
+            return
+        from memorybus.storage.redis_cluster import is_cluster, on_owner
+        from memorybus.storage.redis_durability import unconfirmed
+
+        def replicated(pipe: Any) -> None:
+            fill(pipe)
+            pipe.execute_command("WAIT", self.wait_replicas, self._wait_ms)
+
+        def run() -> list[Any]:
+            if is_cluster(self._r):
+                return on_owner(cast("Any", self._r), self.prefix, replicated)
+            pipe = self._r.pipeline(transaction=False)
+            replicated(pipe)
+            return list(pipe.execute())
+
+        acked = int(self._do(run)[-1])
+        if acked < self.wait_replicas:
+            raise unconfirmed(acked, self.wait_replicas, self._wait_ms)
+
     def get(self, key: str) -> bytes | None:
         value = self._do(self._r.hget, self.prefix, key)
         return bytes(value) if value is not None else None
 
     def put_many(self, items: dict[str, bytes]) -> None:
         if items:
-            self._do(self._r.hset, self.prefix, None, None, dict(items))  # one HSET: atomic
+            self._write(lambda pipe: pipe.hset(self.prefix, mapping=dict(items)))  # one HSET: atomic
 
     def delete(self, key: str) -> None:
-        self._do(self._r.hdel, self.prefix, key)
+        self._write(lambda pipe: pipe.hdel(self.prefix, key))
 
     def scan(self, prefix: str) -> list[tuple[str, bytes]]:
         items = self._do(self._r.hgetall, self.prefix)

@@ -257,6 +257,12 @@ class RedisStore(RedisAudit, RedisErasure):
     def last_seq(self, scope_key: str) -> int:
         return int(self._call(self._r.get, self.keys.seq(scope_key)) or 0)
 
+    def confirm_reads(self) -> None:
+        if self.wait_replicas:  # the marker carries the shard's hash tag: on a cluster, its slot's primary
+            confirm = confirm_on_owner if self.cluster else confirm_record
+            self._call(confirm, self._r, self.keys.fence(), "60000", self.wait_replicas, self._wait_timeout,
+                       create=True)
+
     def fact_events(self, scope_key: str, key: str) -> list[tuple[int, bytes]]:
         seqs = [int(x) for x in self._call(self._r.lrange, self.keys.fact_events(scope_key, key), 0, -1)]
         if not seqs:

@@ -37,7 +37,7 @@ from redis.cluster import ClusterNode, RedisCluster
 from redis.retry import Retry
 
 from memorybus.errors import StoreUnavailable
-from memorybus.storage.redis_durability import unconfirmed
+from memorybus.storage.redis_durability import mark, unconfirmed
 
 _REDIRECT_SECONDS = 30.0
 
@@ -123,12 +123,13 @@ class OwnerReplicatedScript:
         return _acked(on_owner(self.client, keys[0], fill), self.replicas, self.timeout_ms)
 
 
-def confirm_on_owner(rc: Any, key: str, retention_ms: str, replicas: int, timeout: float) -> None:
+def confirm_on_owner(rc: Any, key: str, retention_ms: str, replicas: int, timeout: float, *,
+                     create: bool = False) -> None:
     """:func:`~memorybus.storage.redis_durability.confirm_record` on the slot's primary."""
     timeout_ms = max(1, int(timeout * 1000))
 
     def fill(pipe: Any) -> None:
-        pipe.pexpire(key, int(retention_ms))
+        mark(pipe, key, retention_ms, create)
         pipe.execute_command("WAIT", replicas, timeout_ms)
 
     _acked(on_owner(rc, key, fill), replicas, timeout_ms)

@@ -116,14 +116,25 @@ def unconfirmed(acked: int, replicas: int, timeout_ms: int) -> StoreUnavailable:
                                      "(see Config.redis_wait_replicas)")
 
 
-def confirm_record(client: Any, key: str, retention_ms: str, replicas: int, timeout: float) -> None:
+def confirm_record(client: Any, key: str, retention_ms: str, replicas: int, timeout: float, *,
+                   create: bool = False) -> None:
     """Refresh the expiry of operation record ``key`` and WAIT for ``replicas`` replicas
     (the record may have been written by a connection whose WAIT failed): StoreUnavailable
-    unless they confirm within ``timeout`` seconds."""
+    unless they confirm within ``timeout`` seconds. ``create``: set ``key`` to a marker
+    instead (a write even where no record exists: a replica confirming it has every
+    write the master made before it)."""
     timeout_ms = max(1, int(timeout * 1000))
     pipe = client.pipeline(transaction=False)
-    pipe.pexpire(key, int(retention_ms))
+    mark(pipe, key, retention_ms, create)
     pipe.execute_command("WAIT", replicas, timeout_ms)
     _, acked = pipe.execute()
     if int(acked) < replicas:
         raise unconfirmed(int(acked), replicas, timeout_ms)
+
+
+def mark(pipe: Any, key: str, retention_ms: str, create: bool) -> None:
+    """Queue the write that :func:`confirm_record` WAITs for."""
+    if create:
+        pipe.set(key, b"1", px=int(retention_ms))
+    else:
+        pipe.pexpire(key, int(retention_ms))

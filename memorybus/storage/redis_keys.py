@@ -37,6 +37,10 @@ class RedisKeys:
     def op(self, op: str) -> str:
         return f"{self.prefix}:o:{op}"
 
+    def fence(self) -> str:
+        """The marker :meth:`RedisStore.confirm_reads` writes and WAITs for."""
+        return f"{self.prefix}:fence"
+
     def meta(self) -> str:
         return f"{self.prefix}:meta"
 

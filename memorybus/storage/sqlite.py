@@ -300,6 +300,9 @@ class SqliteStore(SqliteAudit, SqliteErasure):
         rows = self._query("SELECT seq FROM seqs WHERE scope_key=?", (scope_key,))
         return int(rows[0][0]) if rows else 0
 
+    def confirm_reads(self) -> None:
+        """Nothing to wait for: a SQLite file has no replica that could take over."""
+
     def fact_events(self, scope_key: str, key: str) -> list[tuple[int, bytes]]:
         rows = self._query(
             "SELECT e.seq, e.blob FROM fact_events f JOIN events e ON e.scope_key=f.scope_key AND e.seq=f.seq "

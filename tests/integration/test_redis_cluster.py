@@ -173,19 +173,41 @@ def test_wait_for_more_replicas_than_there_are_is_not_an_acknowledgement(redis_c
     try:
         with pytest.raises(StoreUnavailable, match=r"only [01] of 2 replica"):
             store.commit(WriteBatch(puts=[mk("w")]))
+        with pytest.raises(StoreUnavailable, match=r"only 1 of 2 replica"):  # a marker on the slot's primary
+            store.confirm_reads()
     finally:
         store.clear()
         store.close()
+    one = RedisStore(redis_cluster.url, "waitmore", "shard-0", wait_replicas=1, wait_timeout=2.0)
+    try:
+        one.confirm_reads()  # its one replica confirms the marker
+    finally:
+        one.clear()
+        one.close()
 
 
-def test_hub_state_and_the_key_ring_live_on_the_cluster(redis_cluster):
+@pytest.mark.parametrize("wait", [0, 1])
+def test_hub_state_and_the_key_ring_live_on_the_cluster(redis_cluster, wait):
+    """With ``wait`` each write is confirmed by the slot's replica (WAIT on its primary)."""
     from memorybus.storage.kv import RedisKV
 
-    kv = RedisKV(redis_cluster.url, "mb:{kvtest:bus-0}:kv")
+    kv = RedisKV(redis_cluster.url, "mb:{kvtest:bus-0}:kv", wait_replicas=wait)
     try:
         kv.put_many({"sub:a": b"1", "cur:a": b"7", "sub:b": b"2"})
         kv.delete("sub:b")
         assert kv.get("cur:a") == b"7" and kv.scan("sub:") == [("sub:a", b"1")]
+        if wait:  # acknowledged, so the slot's replica already holds it
+            held = []
+            for node in redis_cluster.nodes:
+                if node.info("replication")["role"] != "slave":
+                    continue
+                pipe = node.client().pipeline(transaction=False)  # READONLY: this connection reads a replica
+                pipe.execute_command("READONLY")
+                pipe.hgetall("mb:{kvtest:bus-0}:kv")
+                reply = pipe.execute(raise_on_error=False)[1]
+                if not isinstance(reply, Exception):  # the other replicas answer MOVED
+                    held.append(reply)
+            assert held == [{b"sub:a": b"1", b"cur:a": b"7"}]
     finally:
         kv.delete("sub:a")
         kv.delete("cur:a")

@@ -17,12 +17,18 @@ import numpy as np
 import pytest
 
 from memorybus import Config
-from memorybus.errors import StoreUnavailable
+from memorybus.actors.hub import _kv
+from memorybus.auth.keyring import open_keys
+from memorybus.clock import ManualClock
+from memorybus.errors import OutcomeUnknown, StoreUnavailable
 from memorybus.model import MemoryNode
-from memorybus.scopes import Scope
+from memorybus.scopes import Context, Scope
+from memorybus.shard import Shard
 from memorybus.storage.base import AlreadyApplied, WriteBatch
 from memorybus.storage.factory import open_store
+from memorybus.storage.kv import RedisKV
 from memorybus.storage.redis import RedisStore
+from memorybus.storage.vectors import EdgeVectorIndex
 from tests.sentinel_set import MASTER_NAME, SentinelSet
 
 pytestmark = [pytest.mark.redis, pytest.mark.timeout(120)]
@@ -163,6 +169,85 @@ def test_a_write_no_replica_confirms_is_not_acknowledged(tmp_path):
         assert replica.admin().hget(f"mb:{{{ns}:shard-0}}:n:b", "v") == b"1"  # the replica has it now
         assert store.op_record("op-a") is not None
         store.close()
+    finally:
+        s.stop()
+
+
+def test_a_hub_write_no_replica_confirms_is_not_acknowledged(tmp_path):
+    """The hubs' state (subscription records, acknowledged cursors) and the key ring follow
+    the shards' WAIT policy: with the only replica paused, a write to either is applied on
+    the master but not confirmed, so it raises StoreUnavailable instead of returning; once
+    the replica is back the same (idempotent) write is acknowledged and the replica has it."""
+    s = SentinelSet(tmp_path, replicas=1)
+    try:
+        s.start()
+        ns = f"k{uuid.uuid4().hex[:6]}"
+        cfg = Config.redis(s.url, namespace=ns, store_timeout=2.0, redis_wait_timeout=0.3)
+        hub_kv, keys = _kv(cfg, 0), open_keys(cfg)
+        assert isinstance(hub_kv, RedisKV) and hub_kv.wait_replicas == 1
+        assert isinstance(keys, RedisKV) and keys.wait_replicas == 1
+        hub_kv.put_many({"sub:a": b"1", "cur:a": b"1"})
+        replica = s.nodes[1]
+        replica.kill(signal.SIGSTOP)
+        try:
+            with pytest.raises(StoreUnavailable, match="0 of 1 replica"):
+                hub_kv.put_many({"cur:a": b"2"})
+            with pytest.raises(StoreUnavailable, match="0 of 1 replica"):
+                hub_kv.delete("sub:a")
+            with pytest.raises(StoreUnavailable, match="0 of 1 replica"):
+                keys.put_many({"k": b"secret"})
+        finally:
+            replica.kill(signal.SIGCONT)
+        hub_kv.put_many({"cur:a": b"3"})
+        assert replica.admin().hget(f"mb:{{{ns}:bus-0}}:kv", "cur:a") == b"3"  # the replica has it now
+        assert hub_kv.get("cur:a") == b"3" and hub_kv.get("sub:a") is None  # the unconfirmed delete did run
+        hub_kv.close()
+        keys.close()
+        plain = RedisKV.for_config(cfg.with_(redis_wait_replicas=0), f"mb:{{{ns}:bus-1}}:kv")
+        replica.kill(signal.SIGSTOP)  # without WAIT the same write is acknowledged at once
+        try:
+            plain.put_many({"cur:a": b"4"})
+        finally:
+            replica.kill(signal.SIGCONT)
+        plain.close()
+    finally:
+        s.stop()
+
+
+def test_an_event_no_replica_has_is_not_served_to_subscriptions(tmp_path):
+    """A failover loses a write no replica has and gives its event's sequence number to
+    the next write of the scope, so a subscription that had counted the lost event would
+    skip the new one. The master serves such an event (it holds it), but the shard's log
+    reads (replay pages, the starting cursors) confirm with WAIT first: while the only
+    replica is paused they raise StoreUnavailable; once it is back they serve it."""
+    s = SentinelSet(tmp_path, replicas=1)
+    try:
+        s.start()
+        store = open_store(Config.redis(s.url, namespace=f"r{uuid.uuid4().hex[:6]}", store_timeout=2.0,
+                                        redis_wait_timeout=0.3), "shard-0")
+        shard = Shard("shard-0", store, EdgeVectorIndex(tmp_path / "v", 4), dim=4, clock=ManualClock(),
+                      dedupe=False, detect_contradictions=False)
+        ctx = Context("acme", "u1", "writer")
+        scope = Scope("acme", "u1")
+        vec = np.ones((1, 4), dtype=np.float32)
+        shard.put_many(ctx, [MemoryNode(content="first", scope=scope)], vec)
+        events, cursors, _ = shard.read_events_page(ctx, {})
+        assert [e.node.content for e in events] == ["first"] and shard.last_seqs(ctx)[scope.key] == 1
+        replica = s.nodes[1]
+        replica.kill(signal.SIGSTOP)
+        try:
+            with pytest.raises(OutcomeUnknown):
+                shard.put_many(ctx, [MemoryNode(content="second", scope=scope)], vec)
+            assert [seq for seq, _ in store.read_events(scope.key)] == [1, 2]  # on the master, unconfirmed
+            with pytest.raises(StoreUnavailable, match="0 of 1 replica"):
+                shard.read_events_page(ctx, cursors)
+            with pytest.raises(StoreUnavailable, match="0 of 1 replica"):
+                shard.last_seqs(ctx)
+        finally:
+            replica.kill(signal.SIGCONT)
+        events, _, _ = shard.read_events_page(ctx, cursors)
+        assert [(e.seq, e.node.content) for e in events] == [(2, "second")]  # replicated now: served
+        shard.close()
     finally:
         s.stop()
 
