@@ -29,6 +29,9 @@ mypy
 echo "== LangGraph's store tests (fetched from the package registry; the tests skip, saying why, without them)"
 python scripts/fetch_langgraph_tests.py || echo "   not fetched: tests/integration/langgraph_upstream will try again, else skip"
 
+echo "== CrewAI venv (CrewAI conflicts with the mcp extra: it gets a venv of its own, .venv-crewai/)"
+python -m tests.integration.crewai_venv || echo "   not built: tests/integration/test_crewai_storage.py will try again, else skip"
+
 echo "== pytest"
 export HF_HUB_OFFLINE=1
 python -m pytest "$@"
