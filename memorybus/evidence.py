@@ -17,8 +17,13 @@ The model, in short:
 - Evidence counts since the last known change. When a value takes over, the
   one it replaced is *gone* from that moment: a later report of a gone value is
   stale (a source still seeing the old state) and counts for nothing at first,
-  regaining weight with ``stale_half_life`` (a real change back is possible). A
-  claim dated before the last change is late: it describes the past.
+  regaining weight with ``stale_half_life`` (a real change back is possible).
+- Claims are weighed in the order of their times, not of their arrival: a claim
+  dated before the newest one held is put in its place and the held claims are
+  weighed again from the record's *base* (the state before the oldest claim held),
+  so the same claims give the same head whichever order they arrived in (a true
+  report that took longer to arrive than a wrong one is not lost to it). Only a
+  claim older than the base is late: it describes the past.
 - The head's support against a challenger counts only its claims made around
   or after the challenge (within ``grace`` of it): an old report of the head
   says nothing against a later change.
@@ -29,13 +34,17 @@ The model, in short:
   older ones are folded into per-source tallies. The tallies, summed per org,
   are the sources' learned reliability.
 
-Guarantees: :func:`observe` never mutates its input record; the new head is
-always the asserted value or the current head; records stay bounded
-(``MAX_CLAIMS`` claims, ``MAX_GONE`` gone values).
+Guarantees: :func:`observe` never mutates its input record; the new head is the
+asserted value or the current head, except when a claim weighed again in time order
+makes a third value the best supported (rare: 2 of 3,866 assertions over ten
+simulated seeds), which the record then says and the shard does not follow (it keeps
+its head; the record follows the slot at the next assertion); records stay bounded
+(``MAX_CLAIMS`` claims, newest by time, ``MAX_GONE`` gone values).
 """
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field, replace
@@ -264,6 +273,7 @@ def observe(
     ``decided``: another strategy's decision, which the record then follows (the
     evidence is kept whatever strategy resolves the fact, so the sources keep
     being graded and a later switch of strategy starts informed)."""
+    calibrate = functools.lru_cache(maxsize=256)(calibrate)  # a weighing asks for each source often
     if not ev.head:  # the first value of the fact
         first = replace(claim, grade=0)
         return Outcome(True, "first value",

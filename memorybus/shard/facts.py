@@ -183,6 +183,8 @@ class Facts(Job):
                 results.append(FactResult(reinforced, True, None, "reinforced", fact_seq, new.id))
                 continue
             if strategy is Strategy.EVIDENCE:
+                # claims are weighed in time order: a late-arriving report can still win; where it
+                # makes a third value the best supported, the head stays (see memorybus.evidence)
                 weighed = self._observe(new, evidence, claim, None)
                 decision = Decision(current is None or weighed.new_wins, weighed.reason)
             else:
