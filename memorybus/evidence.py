@@ -277,7 +277,7 @@ def observe(
     if not ev.head:  # the first value of the fact
         first = replace(claim, grade=0)
         return Outcome(True, "first value",
-                       KeyEvidence(claim.value, claim.at, (first,), (), dict(ev.tally), ev.base))
+                       KeyEvidence(claim.value, claim.at, (first,), (), dict(ev.tally), EMPTY))
     fresh = replace(claim, grade=0)
     newest = max((c.at for c in ev.claims), default=ev.since)
     base = ev.base
