@@ -7,7 +7,8 @@ Layout, one msgpack map after another::
      "seal": "hmac-sha256" | None}
     {"t": "node",  "d": <node envelope, with its embedding, version and access stats>}
     {"t": "event", "scope": <scope key>, "seq": n, "d": <event envelope>}
-    {"t": "slot",  "scope": <scope key>, "key": <fact key>, "head": <id>, "seq": n}
+    {"t": "slot",  "scope": <scope key>, "key": <fact key>, "head": <id>, "seq": n,
+     "e": <the fact's evidence, encoded> (when it has some)}
     ...
     {"t": "end", "nodes": N, "events": M, "slots": S, "digest": <blake2b of all above>,
      "mac": <HMAC-SHA256 of all above, under the export key> (sealed files only)}
@@ -43,9 +44,10 @@ from typing import IO, Any
 import msgpack
 
 from memorybus import ids
-from memorybus.codec import decode_node, encode_node
+from memorybus.codec import decode, decode_node, encode_node
 from memorybus.errors import InvalidRequest, MemoryBusError
 from memorybus.events import Event
+from memorybus.evidence import KeyEvidence
 from memorybus.model import MemoryNode, evolve
 from memorybus.scopes import Scope
 
@@ -57,6 +59,8 @@ MIN_KEY_BYTES = 16
 
 #: a keyed fact's head: ``(scope key, fact key, current memory id, fact sequence)``
 Slot = tuple[str, str, str, int]
+#: a head as exported: with the fact's evidence (:mod:`memorybus.evidence`, encoded) or None
+ExportedSlot = tuple[str, str, str, int, bytes | None]
 #: an event of a scope's log, encoded: ``(scope key, sequence, envelope)``
 LoggedEvent = tuple[str, int, bytes]
 #: per scope key, ``(sequence, digest)`` of each event: the history an import must match
@@ -129,8 +133,11 @@ class ExportWriter:
         self._write({"t": "event", "scope": scope_key, "seq": seq, "d": blob})
         self.counts["events"] += 1
 
-    def slot(self, scope_key: str, key: str, head: str, seq: int) -> None:
-        self._write({"t": "slot", "scope": scope_key, "key": key, "head": head, "seq": seq})
+    def slot(self, scope_key: str, key: str, head: str, seq: int, evidence: bytes | None = None) -> None:
+        record: dict[str, Any] = {"t": "slot", "scope": scope_key, "key": key, "head": head, "seq": seq}
+        if evidence:
+            record["e"] = evidence
+        self._write(record)
         self.counts["slots"] += 1
 
     def finish(self) -> dict[str, int]:
@@ -152,12 +159,14 @@ class ExportWriter:
 
 @dataclass
 class ExportData:
-    """A validated export: its header, nodes, events per scope (in order) and slots."""
+    """A validated export: its header, nodes, events per scope (in order), slots and
+    the slots' evidence."""
 
     header: dict[str, Any]
     nodes: list[MemoryNode] = field(default_factory=list)
     events: dict[str, list[tuple[int, bytes]]] = field(default_factory=dict)
     slots: list[Slot] = field(default_factory=list)
+    evidence: dict[tuple[str, str], bytes] = field(default_factory=dict)
 
     @property
     def counts(self) -> dict[str, int]:
@@ -325,6 +334,10 @@ def _take(data: ExportData, record: dict[str, Any], path: str) -> None:
         elif kind == "slot":
             Scope.from_key(str(record["scope"]))
             data.slots.append((str(record["scope"]), str(record["key"]), str(record["head"]), int(record["seq"])))
+            if "e" in record:
+                blob = bytes(record["e"])
+                KeyEvidence.from_plain(decode(blob, "evidence"))  # readable, or the file is refused
+                data.evidence[(data.slots[-1][0], data.slots[-1][1])] = blob
         else:
             raise InvalidRequest("import", f"unknown record type {kind!r}")
     except MemoryBusError as exc:

@@ -25,7 +25,7 @@ from memorybus.events import Event
 from memorybus.model import MemoryKind, MemoryNode, MemoryStatus, evolve
 from memorybus.scopes import Scope
 from memorybus.storage.base import Store
-from memorybus.transfer import LoggedEvent, Slot
+from memorybus.transfer import ExportedSlot, LoggedEvent
 from memorybus.transfer import within as scope_within
 
 #: memories named per shard in ``stats()["most_recalled"]``
@@ -262,5 +262,7 @@ def export_events(
     return out, None
 
 
-def export_slots(store: Store, outer: Scope | None) -> list[Slot]:
-    return [s for s in store.all_slots() if scope_within(Scope.from_key(s[0]), outer)]
+def export_slots(store: Store, outer: Scope | None) -> list[ExportedSlot]:
+    """The fact heads within ``outer``, each with its fact's evidence (None if none)."""
+    evidence = {(s, k): blob for s, k, blob in store.all_evidence()}
+    return [(*s, evidence.get((s[0], s[1]))) for s in store.all_slots() if scope_within(Scope.from_key(s[0]), outer)]

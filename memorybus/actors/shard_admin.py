@@ -21,7 +21,7 @@ from memorybus.maintenance import Cluster
 from memorybus.model import MemoryNode
 from memorybus.scopes import Context, Scope
 from memorybus.shard import Selector
-from memorybus.transfer import EventDigests, LoggedEvent, Slot
+from memorybus.transfer import EventDigests, ExportedSlot, LoggedEvent, Slot
 
 if TYPE_CHECKING:
     import numpy as np
@@ -104,7 +104,7 @@ class OperatorCalls:
         return self._read(lambda shard: shard.export_events(outer, scope_key, after, limit))
 
     @ray.method(concurrency_group="reads")
-    def export_slots(self, auth: str, outer: Scope | None) -> list[Slot]:
+    def export_slots(self, auth: str, outer: Scope | None) -> list[ExportedSlot]:
         self._gate.operator(auth, "export_slots")
         return self._read(lambda shard: shard.export_slots(outer))
 
@@ -116,10 +116,11 @@ class OperatorCalls:
         return self._read(lambda shard: shard.import_conflicts(digests, owned, events, slots))
 
     def import_records(
-        self, auth: str, nodes: list[MemoryNode], events: list[LoggedEvent], slots: list[Slot]
+        self, auth: str, nodes: list[MemoryNode], events: list[LoggedEvent], slots: list[Slot],
+        evidence: dict[tuple[str, str], bytes] | None = None,
     ) -> dict[str, int]:
         self._gate.operator(auth, "import_records")
-        return self._write(lambda shard: shard.import_records(nodes, events, slots))
+        return self._write(lambda shard: shard.import_records(nodes, events, slots, evidence))
 
     @ray.method(concurrency_group="reads")
     def stats(self, auth: str = "") -> dict[str, Any]:

@@ -152,8 +152,10 @@ def import_(
         parts = [(nodes[i][j : j + _PAGE], [], []) for j in range(0, len(nodes[i]), _PAGE)]
         parts += [([], events[i][j : j + _EVENTS_PAGE], []) for j in range(0, len(events[i]), _EVENTS_PAGE)]
         parts.append(([], [], slots[i]))
+        evidence = {(s[0], s[1]): data.evidence[(s[0], s[1])] for s in slots[i] if (s[0], s[1]) in data.evidence}
         for part_nodes, part_events, part_slots in parts:
-            ref = shard.import_records.remote(auth, part_nodes, part_events, part_slots)
+            ref = shard.import_records.remote(auth, part_nodes, part_events, part_slots,
+                                              evidence if part_slots else None)
             written.update((yield Within([ref], _WAIT))[0])
     return {k: written.get(k, 0) for k in ("nodes", "events", "slots")}
 

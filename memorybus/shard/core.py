@@ -26,6 +26,7 @@ from memorybus.errors import InvalidMemory, InvalidRequest, ScopeViolation
 from memorybus.events import Event, EventKind
 from memorybus.graph import TemporalGraph
 from memorybus.model import MemoryKind, MemoryNode, evolve
+from memorybus.reliability import Reliabilities
 from memorybus.scopes import Context
 from memorybus.shard.gate import Gate
 from memorybus.shard.index import SearchIndex, index_digest
@@ -92,6 +93,10 @@ class ShardCore:
         self.importance_since: dict[str, float] = {}
         #: whether the last start kept the on-disk vector index (its checkpoint matched)
         self.index_trusted = False
+        #: learned source reliabilities per org, derived from the stored evidence (built on
+        #: first use by :class:`~memorybus.shard.facts.Facts`; None again after an erasure or
+        #: an import rewrote evidence, so the next use rebuilds it from the store)
+        self.reliabilities: Reliabilities | None = None
         #: what this shard embeds for the memories it stores (see :mod:`.texts`)
         self.texts = EmbeddingTexts(ranking.contextual_text, index.structure, records.nodes)
 

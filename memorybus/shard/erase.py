@@ -15,7 +15,10 @@ hold its content. :meth:`Erasure.erase` removes it everywhere on the shard:
   and times stay, content goes; ``history()`` then shows kind and ids only);
 - operation records whose answer holds an erased memory (rewritten without content:
   a retried call is still answered, never applied twice);
-- fact slots of an erased user's or agent's scopes, with their fact-event index;
+- fact slots of an erased user's or agent's scopes, with their fact-event index and
+  evidence; an erased agent's assertions (source ``agent:<name>``) are also taken out
+  of the evidence of its org's other facts, and with them its learned reliability
+  (the per-org table is rebuilt from the evidence left);
 - the bytes: SQLite is VACUUMed with ``secure_delete`` and its WAL truncated; Redis
   rewrites its append-only file (``BGREWRITEAOF``, in the background).
 
@@ -36,6 +39,7 @@ import msgpack
 
 from memorybus.errors import IndexUnavailable, InvalidRequest
 from memorybus.events import Event, EventKind, bare, bare_event
+from memorybus.evidence import KeyEvidence, without_sources
 from memorybus.model import MemoryNode, MemoryStatus, evolve
 from memorybus.scopes import Scope
 from memorybus.shard.facts import FactResult
@@ -128,6 +132,7 @@ class Plan:
             "events": sum(len(v) for v in self.scrub.events.values()),
             "ops": len(self.scrub.ops),
             "slots": len(self.scrub.slots),
+            "evidence": len(self.scrub.evidence),
             "graph_edges": self.edges,
             "vectors": self.vectors,
         }
@@ -196,7 +201,23 @@ class Erasure(Job):
         plan.scrub.events = self._events(selector, ids)
         plan.scrub.ops = self._ops(selector, ids)
         plan.scrub.slots = [(s, k) for s, k, _, _ in core.store.all_slots() if selector.owns(Scope.from_key(s))]
+        plan.scrub.evidence = self._evidence(selector, set(plan.scrub.slots))
         return plan
+
+    def _evidence(self, selector: Selector, dropped: set[tuple[str, str]]) -> dict[tuple[str, str], bytes]:
+        """The new evidence of each fact of the org (not dropped) holding an assertion of
+        the erased agent (a user's assertions are the facts of their scopes, dropped)."""
+        if not selector.agent or selector.user:
+            return {}
+        source = f"agent:{selector.agent}"
+        out: dict[tuple[str, str], bytes] = {}
+        for scope_key, key, blob in self.core.store.all_evidence():
+            if (scope_key, key) in dropped or Scope.from_key(scope_key).org != selector.org:
+                continue
+            ev = KeyEvidence.decode(blob)
+            if any(c.source == source for c in ev.claims) or source in ev.tally:
+                out[(scope_key, key)] = without_sources(ev, {source}).encode()
+        return out
 
     def _events(self, selector: Selector, ids: set[str]) -> dict[str, dict[int, bytes]]:
         """Per scope, the new payload of each event about an erased memory that still
@@ -256,6 +277,8 @@ class Erasure(Job):
             core.commit(core.op_call("erase", ERASURE, None), batch, events, {"erased": len(gone)}, apply)
         with core.gate.committing():  # readers go on while the store rewrites
             core.store.scrub(plan.scrub)
+        if plan.scrub.slots or plan.scrub.evidence:
+            core.reliabilities = None  # learned again from the evidence left
         if core.graph_policy.hops > 0:
             core.graph.rebuild_from(core.nodes.values())
         try:

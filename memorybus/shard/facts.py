@@ -6,7 +6,7 @@ from __future__ import annotations
 import contextlib
 import threading
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -47,19 +47,20 @@ class Facts(Job):
     transaction, and the per-org source reliabilities (:mod:`memorybus.reliability`) are
     derived from the records, rebuilt from the store on first use after a restart."""
 
-    _reliabilities: Reliabilities | None = None
     _building = threading.Lock()
 
     def reliabilities(self) -> Reliabilities:
-        """The per-org table, built from the stored evidence on first use."""
+        """The per-org table, built from the stored evidence on first use (and after an
+        erasure or an import changed the evidence: see ``ShardCore.reliabilities``)."""
         with self._building:
-            if self._reliabilities is None:
+            book = self.core.reliabilities
+            if book is None:
                 book = Reliabilities(self.core.policy.fact_half_life_days)
                 for scope_key, _, blob in self.core.store.all_evidence():
                     ev = KeyEvidence.decode(blob)
                     book.apply(Scope.from_key(scope_key).org, {}, ev.grades(ev.latest(), book.half_life_days))
-                self._reliabilities = book
-            return self._reliabilities
+                self.core.reliabilities = book
+            return book
 
     def source_reliability(self, context: Context) -> dict[str, dict[str, Any]]:
         """The learned reliability of the sources of ``context``'s org, as this shard
@@ -182,6 +183,8 @@ class Facts(Job):
                 results.append(FactResult(reinforced, True, None, "reinforced", fact_seq, new.id))
                 continue
             if strategy is Strategy.EVIDENCE:
+                # claims are weighed in time order: a late-arriving report can still win; where it
+                # makes a third value the best supported, the head stays (see memorybus.evidence)
                 weighed = self._observe(new, evidence, claim, None)
                 decision = Decision(current is None or weighed.new_wins, weighed.reason)
             else:
@@ -267,8 +270,8 @@ def _synced(ev: KeyEvidence, current: MemoryNode | None) -> KeyEvidence:
     """The record, its head made the fact's current value (a slot written before
     evidence was kept, or a head another strategy chose, is followed, not fought)."""
     if current is None or current.status is not MemoryStatus.ACTIVE:
-        return KeyEvidence(tally=ev.tally, claims=ev.claims) if ev.head else ev
+        return replace(ev, head="", since=0.0) if ev.head else ev
     value = content_hash(current)
     if ev.head == value:
         return ev
-    return KeyEvidence(value, current.valid_from, ev.claims, ev.gone, ev.tally)
+    return replace(ev, head=value, since=current.valid_from)

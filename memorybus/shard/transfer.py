@@ -11,7 +11,7 @@ skipped, so an import rerun writes nothing twice."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from memorybus import views
@@ -24,6 +24,7 @@ from memorybus.shard.job import Job
 from memorybus.storage.base import SlotWrite, WriteBatch
 from memorybus.transfer import (
     EventDigests,
+    ExportedSlot,
     LoggedEvent,
     Slot,
     event_digest,
@@ -48,7 +49,7 @@ class Transfer(Job):
         """:func:`memorybus.views.export_events` over this shard's store."""
         return views.export_events(self.core.store, outer, scope_key, after, limit)
 
-    def export_slots(self, outer: Scope | None) -> list[Slot]:
+    def export_slots(self, outer: Scope | None) -> list[ExportedSlot]:
         return views.export_slots(self.core.store, outer)
 
     # ------------------------------------------------------------------ import
@@ -97,9 +98,12 @@ class Transfer(Job):
         nodes: Sequence[MemoryNode],
         events: Sequence[LoggedEvent],
         slots: Sequence[Slot],
+        evidence: Mapping[tuple[str, str], bytes] | None = None,
     ) -> dict[str, int]:
         """Store exported records as they were: ids, versions, access statistics,
-        embeddings, event sequence numbers and fact heads. One atomic commit; what is
+        embeddings, event sequence numbers and fact heads, each head with its fact's
+        ``evidence`` (``{(scope key, key): encoded}``; a head restored without it has
+        none), so the facts resolve as they did. One atomic commit; what is
         here already with the same content is skipped (an import can be rerun). Raises
         VersionConflict when something here differs, InvalidRequest for an id or fact
         head that is not of its scope (see the module docstring); nothing is written."""
@@ -153,12 +157,14 @@ class Transfer(Job):
                 continue
             if head_here is not None:
                 raise VersionConflict(f"{key}@{scope_key}", seq, head_here[1])
-            writes.append(SlotWrite(scope_key, key, 0, head, seq))
+            writes.append(SlotWrite(scope_key, key, 0, head, seq, (evidence or {}).get((scope_key, key))))
         batch = WriteBatch(puts=puts, slots=writes, events=appended, event_keys=keys)
         if batch:
             if self.core.audit is not None:
                 batch.audit = self.core.audit.write_drafts("import", OPERATOR, batch)
             self.core.store.commit(batch)  # restored history is not news: no live push
+        if any(w.evidence for w in writes):
+            self.core.reliabilities = None  # learned again, with the restored evidence
         self.core.index.upsert(puts)
         for node in puts:
             self.core.mirror(node)

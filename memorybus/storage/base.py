@@ -85,14 +85,17 @@ class Scrub:
     - ``events``: per scope key, ``{seq: new payload}`` (the same event without content)
     - ``ops``: ``{operation key: new answer}`` (the same answer without content)
     - ``slots``: keyed facts ``(scope_key, key)`` dropped with their fact-event index
+    - ``evidence``: ``{(scope_key, key): new evidence}`` of facts kept (an erased
+      source's assertions taken out)
     """
 
     events: dict[str, dict[int, bytes]] = field(default_factory=dict)
     ops: dict[str, bytes] = field(default_factory=dict)
     slots: list[tuple[str, str]] = field(default_factory=list)
+    evidence: dict[tuple[str, str], bytes] = field(default_factory=dict)
 
     def __bool__(self) -> bool:
-        return bool(any(self.events.values()) or self.ops or self.slots)
+        return bool(any(self.events.values()) or self.ops or self.slots or self.evidence)
 
 
 class OpRecord(NamedTuple):

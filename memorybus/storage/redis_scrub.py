@@ -41,7 +41,7 @@ return #entries
 
 def redis_scrub(client: redis.Redis, keys: RedisKeys, scrub: Scrub) -> None:
     """Apply ``scrub``: each stream rebuilt in one script, op records rewritten (their
-    expiry kept), slots and their fact-event lists deleted."""
+    expiry kept), slots and their fact-event lists deleted, kept slots' evidence rewritten."""
     try:
         script = client.register_script(_REWRITE_STREAM)
         for scope_key, by_seq in scrub.events.items():
@@ -56,6 +56,8 @@ def redis_scrub(client: redis.Redis, keys: RedisKeys, scrub: Scrub) -> None:
         for scope_key, key in scrub.slots:
             pipe.delete(keys.slot(scope_key, key))  # one key a call: a cluster pipeline takes no more
             pipe.delete(keys.fact_events(scope_key, key))
+        for (scope_key, key), blob in scrub.evidence.items():
+            pipe.hset(keys.slot(scope_key, key), "e", blob)  # a slot kept: the erasure holds its writes
         pipe.execute()
     except rexc.RedisError as exc:
         raise StoreUnavailable("redis", f"{type(exc).__name__}: {exc}") from None

@@ -51,6 +51,8 @@ def sqlite_scrub(lock: threading.RLock, db: sqlite3.Connection, scrub: Scrub) ->
         ("DELETE FROM slots WHERE scope_key=? AND mkey=?", list(scrub.slots)),
         ("DELETE FROM fact_events WHERE scope_key=? AND mkey=?", list(scrub.slots)),
         ("DELETE FROM slot_evidence WHERE scope_key=? AND mkey=?", list(scrub.slots)),
+        ("UPDATE slot_evidence SET blob=? WHERE scope_key=? AND mkey=?",
+         [(blob, scope_key, key) for (scope_key, key), blob in scrub.evidence.items()]),
     ])
 
 

@@ -37,12 +37,50 @@ def test_a_report_of_a_superseded_value_is_stale_not_new_evidence():
     ev, outs = run([Claim("a", "X", 0.9, T0), Claim("b", "Y", 0.7, T0 + 2 * DAY),
                     Claim("c", "X", 0.95, T0 + 2 * DAY + 600)])
     assert ev.head == "Y" and outs[-1].reason == "evidence: stale" and not outs[-1].new_wins
-    # a report of X dated before the change is late: it says nothing about now
-    late = observe(ev, Claim("d", "X", 0.99, T0 + 2 * DAY - 600), STATED)
+    # a report of X dated long before the change (more than the grace) says nothing about now
+    late = observe(ev, Claim("d", "X", 0.99, T0 + DAY - 600), STATED)
     assert late.record.head == "Y" and not late.new_wins
+    # one dated just before it is weighed at its time: a strong report of X then outweighs Y
+    close = observe(ev, Claim("d", "X", 0.99, T0 + 2 * DAY - 600), STATED)
+    assert close.record.head == "X" and close.new_wins
     # days later X counts again: a change back is possible
     back = observe(ev, Claim("e", "X", 0.9, T0 + 8 * DAY), STATED)
     assert back.new_wins and back.record.head == "X"
+
+
+def test_the_head_is_the_same_whichever_order_the_claims_arrive_in():
+    """Claims are weighed in the order of their times: a true report that took longer to
+    arrive than a wrong one still counts (arrival order used to let the wrong value in
+    first and the true report then counted as late)."""
+    change = T0 + 10 * DAY
+    old = Claim("a", "X", 0.9, T0)
+    true, wrong = Claim("b", "Y", 0.8, change + 0.2 * DAY), Claim("w", "Z", 0.75, change + 0.4 * DAY)
+    again = Claim("c", "Y", 0.7, change + 0.3 * DAY)
+    for order in ([old, true, wrong], [old, wrong, true], [old, wrong, again, true], [old, again, wrong, true],
+                  [old, true, again, wrong], [old, wrong, true, again]):
+        ev, outs = run(order)
+        assert ev.head == "Y", [c.source for c in order]
+        assert [c.at for c in ev.claims] == sorted(c.at for c in order)  # held in time order
+    ev, outs = run([old, wrong, true])
+    assert outs[1].new_wins and outs[2].new_wins and "time order" in outs[2].reason
+    # a stale report arriving last does not undo it either
+    ev = observe(ev, Claim("s", "X", 0.85, change + 0.1 * DAY), STATED).record
+    assert ev.head == "Y"
+
+
+def test_trimming_keeps_the_base_so_late_claims_are_weighed_as_if_all_were_held():
+    claims = [Claim(f"s{i % 4}", "XY"[(i // 30) % 2], 0.8, T0 + i * 3600) for i in range(60)]
+    ev, _ = run(claims)
+    assert len(ev.claims) == MAX_CLAIMS and ev.base is not None and ev.base.at == claims[60 - MAX_CLAIMS - 1].at
+    # the base: Y had taken over from X before the oldest claim kept
+    assert ev.head == "Y" and ev.base.head == "Y" and ev.base.since >= claims[30].at and ev.base.gone[-1][0] == "X"
+    # a claim older than the base cannot be placed: it is weighed against the present, as late
+    out = observe(ev, Claim("z", "X", 0.99, T0), STATED)
+    assert not out.new_wins and out.record.head == "Y"
+    assert KeyEvidence.decode(ev.encode()) == ev
+    legacy = ev.to_plain()
+    del legacy["b"]  # a record kept before bases: trimmed (tallies), so its base is unknown
+    assert KeyEvidence.from_plain(legacy).base is None
 
 
 def test_an_old_report_of_the_head_says_nothing_against_a_later_change():
