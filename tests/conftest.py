@@ -144,6 +144,16 @@ class ExternalRedis:
         self.url = url
 
 
+def backend_config(backend: str, tmp_path: Path, redis_server: RedisServer | ExternalRedis, **kw: Any) -> Any:
+    """A parametrized test's Config: ``embedded`` (everything in tmp_path/data) or ``redis``
+    (records on ``redis_server``, the rest in tmp_path/data); ``kw`` go to the constructor."""
+    from memorybus import Config
+
+    if backend == "embedded":
+        return Config.embedded(tmp_path / "data", **kw)
+    return Config.redis(redis_server.url, data_dir=str(tmp_path / "data"), **kw)
+
+
 @pytest.fixture(scope="session")
 def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer | ExternalRedis]:
     """The shared Redis: CI's loopback server if it gave one, else a private one.

@@ -10,6 +10,7 @@ import memorybus as mb
 from memorybus import Config, Context, actors
 from memorybus.scopes import Router
 from tests.actor_restart import restart_actor
+from tests.conftest import backend_config
 
 pytestmark = [pytest.mark.ray, pytest.mark.redis, pytest.mark.model, pytest.mark.timeout(300)]
 
@@ -17,10 +18,7 @@ pytestmark = [pytest.mark.ray, pytest.mark.redis, pytest.mark.model, pytest.mark
 @pytest.mark.parametrize("backend", ["embedded", "redis"])
 def test_killed_shard_recovers_every_acknowledged_write(ray_local, tmp_path, redis_server, backend):
     ns = f"dur_{backend}_{uuid.uuid4().hex[:6]}"
-    if backend == "embedded":
-        cfg = Config.embedded(tmp_path / "data", num_shards=2, namespace=ns)
-    else:
-        cfg = Config.redis(redis_server.url, data_dir=str(tmp_path / "data"), num_shards=2, namespace=ns)
+    cfg = backend_config(backend, tmp_path, redis_server, num_shards=2, namespace=ns)
     bus = mb.connect(cfg)
     try:
         ctx = Context("acme", "u1", "agent", "s1")
