@@ -200,10 +200,7 @@ start() {
     setsid "$0" _backup_loop < /dev/null >> "$LOG" 2>&1 &
     echo $! > "$PIDS.backup"
   fi
-  for _ in $(seq 1 100); do
-    if cli ping 2>/dev/null | grep -q PONG; then echo "memorybus redis up on port $PORT"; return 0; fi
-    sleep 0.1
-  done
+  answers redis && return 0
   echo "redis.sh: redis-server did not answer on port $PORT (see $LOG)" >&2
   return 1
 }

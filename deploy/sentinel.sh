@@ -125,11 +125,7 @@ start() {
   [ -s "$CONF" ] || configure
   setsid "$0" _supervise < /dev/null >> "$LOG" 2>&1 &
   echo $! > "$PIDS"
-  for _ in $(seq 1 100); do
-    if cli ping 2>/dev/null | grep -q PONG; then echo "memorybus sentinel up on port $PORT"; return 0; fi
-    sleep 0.1
-  done
-  die "the sentinel did not answer on port $PORT (see $LOG)"
+  answers sentinel || die "the sentinel did not answer on port $PORT (see $LOG)"
 }
 
 stop() {
