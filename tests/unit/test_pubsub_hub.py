@@ -62,6 +62,12 @@ class World:
         """``target.on_events`` subscribed as ``name``, every event it may see; the hub's answer."""
         return await self.hub.subscribe(name, context, EventFilter(), target, "on_events", **kw)
 
+    async def subscriber(self, name="s", context=U1, *, fail_first=0, **kw):
+        """A :class:`Subscriber` (failing its first ``fail_first`` deliveries), subscribed."""
+        sub = Subscriber(fail_first)
+        await self.subscribe(sub, name, context, **kw)
+        return sub
+
     def write(self, content, scope, context=OWNER, publish=True):
         v = self.rng.normal(size=DIM).astype(np.float32)
         self.shard.on_events = self.hub.publish if publish else None
@@ -104,8 +110,7 @@ def test_push_in_order_visible_and_filtered(tmp_path):
 def test_lost_publish_is_replayed_from_the_log(tmp_path):
     async def main():
         w = World(tmp_path)
-        sub = Subscriber()
-        await w.subscribe(sub)
+        sub = await w.subscriber()
         w.write("one", Scope("acme"))
         w.write("two (push lost)", Scope("acme"), publish=False)
         w.write("three", Scope("acme"))  # its seq shows a gap: replay
@@ -119,8 +124,7 @@ def test_lost_publish_is_replayed_from_the_log(tmp_path):
 def test_failed_delivery_is_retried_without_loss(tmp_path):
     async def main():
         w = World(tmp_path)
-        sub = Subscriber(fail_first=2)
-        await w.subscribe(sub)
+        sub = await w.subscriber(fail_first=2)
         for i in range(10):
             w.write(f"e{i}", Scope("acme"))
         await until(lambda: len(sub.got) == 10)
@@ -163,8 +167,7 @@ def test_slow_subscriber_never_blocks_writers_and_catches_up(tmp_path):
 def test_resubscribe_resumes_after_acknowledged_events(tmp_path):
     async def main():
         w = World(tmp_path)
-        first = Subscriber()
-        await w.subscribe(first, "durable")
+        first = await w.subscriber("durable")
         for i in range(3):
             w.write(f"before {i}", Scope("acme"))
         await until(lambda: len(first.got) == 3)
@@ -218,8 +221,7 @@ def test_cursor_writes_are_coalesced_and_a_hub_crash_only_redelivers(tmp_path):
             task.cancel()
         w.hub = w.new_hub()
         w.write("e23", Scope("acme"))
-        again = Subscriber()
-        await w.subscribe(again, "s0", Context("acme", "u0"))
+        again = await w.subscriber("s0", Context("acme", "u0"))
         await until(lambda: any(e.node.content == "e23" for e in again.got))
         assert contents(again.got) == ["e20", "e21", "e22", "e23"]  # at least once: 3 again
         seen += contents(app.accept(again.got))
@@ -251,8 +253,7 @@ def test_start_position(tmp_path, start):
     async def main():
         w = World(tmp_path)
         w.write("old", Scope("acme"))
-        sub = Subscriber()
-        await w.subscribe(sub, "s", Context("acme"), start=start)
+        sub = await w.subscriber("s", Context("acme"), start=start)
         w.write("new", Scope("acme"))
         await until(lambda: "new" in contents(sub.got))
         assert contents(sub.got) == (["new"] if start == "now" else ["old", "new"])

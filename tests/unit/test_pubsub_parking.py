@@ -102,8 +102,7 @@ def test_an_unnamed_target_from_another_cluster_stays_parked_until_its_owner_sub
         sub = w.hub.find(ALICE, "feed")
         assert "unnamed" in sub.parked
         w.write("two", Scope("acme"))
-        new = Subscriber()
-        await w.subscribe(new, "feed", ALICE)
+        new = await w.subscriber("feed", ALICE)
         await until(lambda: contents(new.got) == ["two"])
         assert not sub.parked
 
