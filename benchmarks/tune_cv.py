@@ -35,7 +35,6 @@ import itertools
 import json
 import os
 import sys
-import tempfile
 import time
 from collections import defaultdict
 from collections.abc import Sequence
@@ -50,7 +49,7 @@ if str(_ROOT) not in sys.path:
 import numpy as np  # noqa: E402
 
 from benchmarks.common import log  # noqa: E402
-from benchmarks.tune_recall import CachedEncoder, harness, lme_baselines  # noqa: E402
+from benchmarks.tune_recall import CachedEncoder, harness, lme_baselines, tuning_parser  # noqa: E402
 
 #: each ranking rule switched off (or to its plainest form), one set each: does it earn its place?
 ABLATIONS: dict[str, dict[str, Any]] = {
@@ -262,16 +261,9 @@ def weight_sets(args: argparse.Namespace) -> list[tuple[str, dict[str, Any]]]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("dataset", choices=["locomo", "longmemeval"])
-    p.add_argument("--data", required=True)
-    p.add_argument("--modes", default="structured,plain")
-    p.add_argument("--grid", action="append", default=[], metavar="NAME=V1,V2,...")
+    p = tuning_parser(__doc__)
     p.add_argument("--no-ablations", action="store_true", help="only the defaults and the --grid sets")
     p.add_argument("--folds", type=int, default=4, help="LongMemEval: folds of questions")
-    p.add_argument("--cache", default=os.path.join(tempfile.gettempdir(), "memorybus-tune-cache"))
-    p.add_argument("--model", default=None, help="a sentence-transformers model (default: the shipped MiniLM)")
-    p.add_argument("--out", default=None, help="write the results as JSON")
     args = p.parse_args(argv)
     modes = [m for m in args.modes.split(",") if m]
     os.environ.setdefault("HF_HUB_OFFLINE", "1")

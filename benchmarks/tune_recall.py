@@ -332,17 +332,24 @@ def lme_table(results: list[dict[str, Any]], changed: Sequence[str]) -> str:
 
 
 # ------------------------------------------------------------------------ main
-def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def tuning_parser(doc: str | None) -> argparse.ArgumentParser:
+    """The options of this script and tune_cv.py: the dataset and its dev file, the
+    modes, ``--grid``, the embedding cache, the model and ``--out``."""
+    p = argparse.ArgumentParser(description=(doc or "").split("\n\n")[0])
     p.add_argument("dataset", choices=["locomo", "longmemeval"])
     p.add_argument("--data", required=True)
     p.add_argument("--modes", default="structured,plain")
-    p.add_argument("--weight", action="append", default=[], metavar="NAME=VALUE")
     p.add_argument("--grid", action="append", default=[], metavar="NAME=V1,V2,...")
-    p.add_argument("--limit", type=int, default=None, help="LongMemEval: the first N questions")
     p.add_argument("--cache", default=os.path.join(tempfile.gettempdir(), "memorybus-tune-cache"))
     p.add_argument("--model", default=None, help="a sentence-transformers model (default: the shipped MiniLM)")
     p.add_argument("--out", default=None, help="write the results as JSON")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = tuning_parser(__doc__)
+    p.add_argument("--weight", action="append", default=[], metavar="NAME=VALUE")
+    p.add_argument("--limit", type=int, default=None, help="LongMemEval: the first N questions")
     p.add_argument("--calibrate", action="store_true", help="LoCoMo: print the cosine scale of relevance and stop")
     p.add_argument("--by-conversation", action="store_true", help="LoCoMo: also print R@10 per conversation")
     args = p.parse_args(argv)
