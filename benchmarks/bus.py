@@ -41,6 +41,21 @@ def pct(xs: list[float], q: float) -> float:
     return float("nan") if value is None else value
 
 
+def delivered(bus: Any) -> int:
+    """Events the hub actors delivered so far (one cheap call per hub: their totals, not
+    the per-subscription stats)."""
+    return sum(h["delivered"] for h in bus.hub_stats())
+
+
+def started(cls: Any, n: int, ready: str) -> list[Any]:
+    """``n`` actors of ``cls``, each up (it answered its method ``ready``)."""
+    import ray
+
+    actors = [cls.remote() for _ in range(n)]
+    ray.get([getattr(a, ready).remote() for a in actors], timeout=600)
+    return actors
+
+
 def fanout(bus: Any, args: argparse.Namespace) -> dict[str, Any]:
     """Broadcast ``args.events`` memories to an org with ``args.subscribers`` subscriber
     actors; latency from the event's stamp (before its commit) to its receipt."""
@@ -81,29 +96,24 @@ def fanout(bus: Any, args: argparse.Namespace) -> dict[str, Any]:
     org = "fanout"
     writer = mb.Context(org, "u1", "announcer")
     t = time.time()
-    subs = [Sub.remote() for _ in range(args.subscribers)]
-    ray.get([s.latencies.remote() for s in subs], timeout=600)
+    subs = started(Sub, args.subscribers, "latencies")
     for i, s in enumerate(subs):
         bus.subscribe(mb.Context(org, f"user{i}", f"agent{i}"), target=s, name=f"fan-{i}")
     print(f"started {len(subs)} subscriber actors in {time.time() - t:.1f}s", file=sys.stderr)
 
-    # wait on the hub actor's delivery count (one cheap call per poll: its totals, not
-    # the per-subscription stats), not on every subscriber: polling 100 actors would
-    # load the cores the fan-out needs
-    def delivered() -> int:
-        return sum(h["delivered"] for h in bus.hub_stats())
-
+    # wait on the hub actor's delivery count, not on every subscriber: polling 100
+    # actors would load the cores the fan-out needs
     def wait_for(target: int, timeout: float) -> None:
         deadline = time.time() + timeout
-        while delivered() < target and time.time() < deadline:
+        while delivered(bus) < target and time.time() < deadline:
             time.sleep(0.005)
 
-    base = delivered()
+    base = delivered(bus)
     note = bus.remember("warm-up announcement", writer)
     bus.broadcast(note.id, "org", writer)
     wait_for(base + len(subs), 120)
     for i in range(args.events):
-        base = delivered()
+        base = delivered(bus)
         n = bus.remember(f"announcement {i}: the release train leaves at {i % 12 + 1} pm", writer)
         bus.broadcast(n.id, "org", writer)
         wait_for(base + len(subs), 60)
@@ -186,8 +196,7 @@ def many_subscribers(bus: Any, args: argparse.Namespace) -> dict[str, Any]:
     org = "many"
     writer = mb.Context(org, "w", "writer")
     t = time.time()
-    actors = [many_cls.remote() for _ in range(args.many_actors)]
-    ray.get([a.report.remote() for a in actors], timeout=600)
+    actors = started(many_cls, args.many_actors, "report")
     for a, actor in enumerate(actors):
         for j in range(per):
             bus.subscribe(mb.Context(org, f"user{a}", f"agent{a}-{j}"), target=actor, method=f"on_{j}",
@@ -195,12 +204,9 @@ def many_subscribers(bus: Any, args: argparse.Namespace) -> dict[str, Any]:
     subs = len(actors) * per
     print(f"{subs} subscriptions on {len(actors)} actors in {time.time() - t:.1f}s", file=sys.stderr)
 
-    def delivered() -> int:
-        return sum(h["delivered"] for h in bus.hub_stats())
-
     texts = [f"team notice {i}: standup moves to {i % 9 + 9} am" for i in range(args.many_events)]
     bus.embed(texts)  # the embedder's cache has them: the run times delivery, not the model
-    base = delivered()
+    base = delivered(bus)
     expected = args.many_events * subs
     write_s: list[float] = []
     t0 = time.time()
@@ -211,7 +217,7 @@ def many_subscribers(bus: Any, args: argparse.Namespace) -> dict[str, Any]:
         write_s.append(time.perf_counter() - w)
     writes_done = time.time() - t0
     deadline = time.time() + args.many_timeout
-    while delivered() < base + expected and time.time() < deadline:
+    while delivered(bus) < base + expected and time.time() < deadline:
         time.sleep(0.05)
     reports = ray.get([a.report.remote() for a in actors], timeout=120)
     replays = sum(s["replays"] for s in bus.bus_stats(mb.Context(org))["subscriptions"].values())

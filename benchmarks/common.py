@@ -35,14 +35,22 @@ def prepare_env() -> str:
     return ray_tmp
 
 
-def parser(doc: str | None, *, data_dir: bool = False, out: bool = True) -> argparse.ArgumentParser:
+def parser(
+    doc: str | None, *, data_dir: bool = False, out: bool = True, corpus: bool = False
+) -> argparse.ArgumentParser:
     """A benchmark's argument parser: its docstring's first paragraph as description, and
-    the options every benchmark shares (``--data-dir``, ``--out``) when asked for."""
+    the options every benchmark shares (``--data-dir``, ``--out``) when asked for;
+    ``corpus``: the synthetic corpus's size (``--n`` memories of :func:`make_texts` over
+    ``--users`` users, ``--queries`` questions of :func:`make_queries`)."""
     p = argparse.ArgumentParser(description=(doc or "").split("\n\n")[0])
     if data_dir:
         p.add_argument("--data-dir", default=None, help="bus data dir (default: a fresh temp dir, removed after)")
     if out:
         p.add_argument("--out", default=None, help="write the results as JSON to this path")
+    if corpus:
+        p.add_argument("--n", type=int, default=100_000)
+        p.add_argument("--users", type=int, default=10)
+        p.add_argument("--queries", type=int, default=200)
     return p
 
 

@@ -28,10 +28,7 @@ from benchmarks.common import make_queries, make_texts, parser, percentiles_ms  
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = parser(__doc__, out=False)
-    p.add_argument("--n", type=int, default=100_000)
-    p.add_argument("--users", type=int, default=10)
-    p.add_argument("--queries", type=int, default=200)
+    p = parser(__doc__, out=False, corpus=True)
     args = p.parse_args(argv)
     import qdrant_edge as qe
 

@@ -31,11 +31,8 @@ from benchmarks.common import make_queries, make_texts, parser, percentiles_ms  
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = parser(__doc__, out=False)
-    p.add_argument("--n", type=int, default=100_000)
-    p.add_argument("--users", type=int, default=10)
+    p = parser(__doc__, out=False, corpus=True)
     p.add_argument("--at", default="1000,10000,100000")
-    p.add_argument("--queries", type=int, default=200)
     args = p.parse_args(argv)
     import numpy as np
 

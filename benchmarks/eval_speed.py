@@ -38,10 +38,7 @@ from benchmarks.common import emit, make_queries, make_texts, parser, percentile
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = parser(__doc__)
-    p.add_argument("--n", type=int, default=100_000)
-    p.add_argument("--users", type=int, default=10)
-    p.add_argument("--queries", type=int, default=200)
+    p = parser(__doc__, corpus=True)
     p.add_argument("--batch", type=int, default=1000, help="items per remember_many call")
     p.add_argument("--raw-sample", type=int, default=4000)
     p.add_argument("--shards", type=int, default=2)

@@ -28,7 +28,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -176,9 +175,8 @@ def main() -> int:
     p.add_argument("--no-connect", action="store_true", help="skip timing connect()")
     args = p.parse_args()
     prepare_env()
-    work = tempfile.mkdtemp(prefix="mb-opcmd-")
-    data_dir = args.data_dir or os.path.join(work, "data")
-    try:
+    with tempfile.TemporaryDirectory(prefix="mb-opcmd-", ignore_cleanup_errors=True) as work:
+        data_dir = args.data_dir or os.path.join(work, "data")
         if os.path.isdir(os.path.join(data_dir, "shard-0")):
             log(f"using the existing data directory {data_dir}")
             from memorybus.offline import DirectReader
@@ -206,8 +204,6 @@ def main() -> int:
                 print(f"  {line}")
         if args.out:
             emit(result, args.out)
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
     return 0
 
 

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import os
 import random
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -135,8 +134,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--batch", type=int, default=100)
     p.add_argument("--seed", type=int, default=7)
     args = p.parse_args(argv)
-    tmp = tempfile.mkdtemp(prefix="mb-sizing-")
-    try:
+    with tempfile.TemporaryDirectory(prefix="mb-sizing-", ignore_cleanup_errors=True) as tmp:
         result: dict[str, Any] = {"memories": args.memories, "content_chars": "150-250", "embedding_dim": 384}
         result["redis"] = _redis(args.memories, args.batch, args.seed, tmp)
         result["embedded"] = _embedded(args.memories, args.batch, args.seed, tmp)
@@ -148,8 +146,6 @@ def main(argv: list[str] | None = None) -> int:
         }
         result["per_million"] = per_million
         emit(result, args.out)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
     return 0
 
 

@@ -35,7 +35,6 @@ import itertools
 import json
 import os
 import sys
-import tempfile
 import time
 from collections import defaultdict
 from collections.abc import Sequence
@@ -50,7 +49,7 @@ if str(_ROOT) not in sys.path:
 import numpy as np  # noqa: E402
 
 from benchmarks.common import log  # noqa: E402
-from benchmarks.tune_recall import CachedEncoder, Harness  # noqa: E402
+from benchmarks.tune_recall import CachedEncoder, harness, lme_baselines, tuning_parser  # noqa: E402
 
 #: each ranking rule switched off (or to its plainest form), one set each: does it earn its place?
 ABLATIONS: dict[str, dict[str, Any]] = {
@@ -91,25 +90,16 @@ def locomo_scores(convs: list[Any], encoder: CachedEncoder, ranking: Any, mode: 
     """R@10 of every question of categories 1-4, in :func:`locomo_questions` order."""
     from memorybus.evaluation import locomo
     from memorybus.evaluation.metrics import dedupe, recall_at
-    from memorybus.scopes import Context
 
-    h = Harness(encoder, ranking)
     out: list[float] = []
-    try:
+    with harness(encoder, ranking) as h:
         for c in convs:
-            ctx = Context(org="locomo", user=c.sample_id)
-            stored = h.store([locomo.memory_item(c, t, mode) for t in c.turns], ctx)
-            dia_of: dict[str, list[str]] = defaultdict(list)
-            for t, node in zip(c.turns, stored, strict=True):
-                dia_of[node.id].append(t.dia_id)
+            ctx, dia_of = h.store_conversation(c, mode)
             for q in c.questions:
                 if q.category not in locomo.OVERALL:
                     continue
                 hits = h.ask(ctx, q.text, 10, c.last_time)
                 out.append(recall_at(dedupe(d for x in hits for d in dia_of[x.node.id]), q.gold, 10))
-    finally:
-        h.close()
-        encoder.save()
     return out
 
 
@@ -133,36 +123,14 @@ def locomo_baselines(convs: list[Any], encoder: CachedEncoder) -> dict[str, list
 
 def lme_scores(items: list[Any], encoder: CachedEncoder, ranking: Any, mode: str) -> list[float]:
     """recall_all@5 of every question, in ``items`` order."""
-    from memorybus.evaluation import longmemeval
     from memorybus.evaluation.metrics import dedupe, recall_all_at
-    from memorybus.scopes import Context
 
-    h = Harness(encoder, ranking)
     out: list[float] = []
-    try:
+    with harness(encoder, ranking) as h:
         for it in items:
-            ctx = Context(org="longmemeval", user=it.question_id)
-            batch, session_ids = longmemeval.items(it, mode)
-            sid = {n.id: s for n, s in zip(h.store(batch, ctx), session_ids, strict=True)}
+            ctx, sid = h.store_sessions(it, mode)
             hits = h.ask(ctx, it.question, 100, it.question_date)
             out.append(recall_all_at(dedupe(sid[x.node.id] for x in hits if x.node.id in sid), it.gold, 5))
-    finally:
-        h.close()
-        encoder.save()
-    return out
-
-
-def lme_baselines(items: list[Any], encoder: CachedEncoder) -> dict[str, list[float]]:
-    from memorybus.evaluation.baselines import Corpus
-    from memorybus.evaluation.metrics import recall_all_at
-
-    out: dict[str, list[float]] = defaultdict(list)
-    for it in items:
-        docs = [s.document for s in it.sessions]
-        corpus = Corpus(docs, encoder.encode(docs))
-        for name, order in corpus.rank_all(it.question, encoder.encode([it.question])[0]).items():
-            out[name].append(recall_all_at([it.sessions[i].session_id for i in order], it.gold, 5))
-    encoder.save()
     return out
 
 
@@ -293,16 +261,9 @@ def weight_sets(args: argparse.Namespace) -> list[tuple[str, dict[str, Any]]]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("dataset", choices=["locomo", "longmemeval"])
-    p.add_argument("--data", required=True)
-    p.add_argument("--modes", default="structured,plain")
-    p.add_argument("--grid", action="append", default=[], metavar="NAME=V1,V2,...")
+    p = tuning_parser(__doc__)
     p.add_argument("--no-ablations", action="store_true", help="only the defaults and the --grid sets")
     p.add_argument("--folds", type=int, default=4, help="LongMemEval: folds of questions")
-    p.add_argument("--cache", default=os.path.join(tempfile.gettempdir(), "memorybus-tune-cache"))
-    p.add_argument("--model", default=None, help="a sentence-transformers model (default: the shipped MiniLM)")
-    p.add_argument("--out", default=None, help="write the results as JSON")
     args = p.parse_args(argv)
     modes = [m for m in args.modes.split(",") if m]
     os.environ.setdefault("HF_HUB_OFFLINE", "1")

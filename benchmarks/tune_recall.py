@@ -33,7 +33,8 @@ import sys
 import tempfile
 import time
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -131,9 +132,58 @@ class Harness:
         opts = RecallOptions(reference_time=reference, touch=False)
         return self.shard.search(context, vec, k, query=query, options=opts)
 
+    def store_conversation(self, conv: Any, mode: str) -> tuple[Any, dict[str, list[str]]]:
+        """A LoCoMo conversation's turns stored as its own user's memories: that user's
+        context, and the dialogue ids of each stored memory."""
+        from memorybus.evaluation import locomo
+        from memorybus.scopes import Context
+
+        ctx = Context(org="locomo", user=conv.sample_id)
+        stored = self.store([locomo.memory_item(conv, t, mode) for t in conv.turns], ctx)
+        dia_of: dict[str, list[str]] = defaultdict(list)
+        for t, node in zip(conv.turns, stored, strict=True):
+            dia_of[node.id].append(t.dia_id)
+        return ctx, dia_of
+
+    def store_sessions(self, item: Any, mode: str) -> tuple[Any, dict[str, str]]:
+        """A LongMemEval question's sessions stored as its own user's memories: that user's
+        context, and the session id of each stored memory."""
+        from memorybus.evaluation import longmemeval
+        from memorybus.scopes import Context
+
+        ctx = Context(org="longmemeval", user=item.question_id)
+        batch, session_ids = longmemeval.items(item, mode)
+        return ctx, {n.id: s for n, s in zip(self.store(batch, ctx), session_ids, strict=True)}
+
     def close(self) -> None:
         self.shard.close()
         shutil.rmtree(self.dir, ignore_errors=True)
+
+
+@contextmanager
+def harness(encoder: CachedEncoder, ranking: Any) -> Iterator[Harness]:
+    """A :class:`Harness` for the block; closed, and the encoder's cache saved, after it."""
+    h = Harness(encoder, ranking)
+    try:
+        yield h
+    finally:
+        h.close()
+        encoder.save()
+
+
+def lme_baselines(items: list[Any], encoder: CachedEncoder) -> dict[str, list[float]]:
+    """Every baseline's recall_all@5 per question, in ``items`` order."""
+    from memorybus.evaluation.baselines import Corpus
+    from memorybus.evaluation.metrics import recall_all_at
+
+    out: dict[str, list[float]] = defaultdict(list)
+    for it in items:
+        docs = [s.document for s in it.sessions]
+        corpus = Corpus(docs, encoder.encode(docs))
+        for name, order in corpus.rank_all(it.question, encoder.encode([it.question])[0]).items():
+            out[name].append(recall_all_at([it.sessions[i].session_id for i in order], it.gold, 5))
+    encoder.save()
+    return out
 
 
 # ---------------------------------------------------------------------- LoCoMo
@@ -141,7 +191,6 @@ def locomo_run(args: argparse.Namespace, encoder: CachedEncoder, rankings: list[
     from memorybus.evaluation import locomo
     from memorybus.evaluation.baselines import BASELINES, Corpus
     from memorybus.evaluation.metrics import dedupe, recall_at
-    from memorybus.scopes import Context
 
     convs = locomo.load(args.data)
     results = []
@@ -156,26 +205,18 @@ def locomo_run(args: argparse.Namespace, encoder: CachedEncoder, rankings: list[
                 base_rows[name].append((q.category, recall_at(ranked, q.gold, 5), recall_at(ranked, q.gold, 10)))
     for mode in args.modes:
         for ranking in rankings:
-            h = Harness(encoder, ranking)
             rows: list[tuple[int, float, float]] = []
             per_conv: dict[str, float] = {}
-            try:
+            with harness(encoder, ranking) as h:
                 for c in convs:
                     start = len(rows)
-                    ctx = Context(org="locomo", user=c.sample_id)
-                    stored = h.store([locomo.memory_item(c, t, mode) for t in c.turns], ctx)
-                    dia_of: dict[str, list[str]] = defaultdict(list)
-                    for t, node in zip(c.turns, stored, strict=True):
-                        dia_of[node.id].append(t.dia_id)
+                    ctx, dia_of = h.store_conversation(c, mode)
                     for q in c.questions:
                         hits = h.ask(ctx, q.text, 10, c.last_time)
                         ranked = dedupe(d for hit in hits for d in dia_of[hit.node.id])
                         rows.append((q.category, recall_at(ranked, q.gold, 5), recall_at(ranked, q.gold, 10)))
                     mine = [r[2] for r in rows[start:] if r[0] in locomo.OVERALL]
                     per_conv[c.sample_id] = float(np.mean(mine)) if mine else float("nan")
-            finally:
-                h.close()
-                encoder.save()
             results.append({"mode": mode, "ranking": ranking, "scores": _by_category(rows), "conversations": per_conv})
     encoder.save()
     for name in BASELINES:
@@ -255,36 +296,23 @@ def locomo_calibrate(args: argparse.Namespace, encoder: CachedEncoder) -> str:
 # ----------------------------------------------------------------- LongMemEval
 def lme_run(args: argparse.Namespace, encoder: CachedEncoder, rankings: list[Any]) -> list[dict[str, Any]]:
     from memorybus.evaluation import longmemeval
-    from memorybus.evaluation.baselines import BASELINES, Corpus
+    from memorybus.evaluation.baselines import BASELINES
     from memorybus.evaluation.metrics import dedupe, recall_all_at
-    from memorybus.scopes import Context
 
     items, _ = longmemeval.load(args.data)
     if args.limit:
         items = items[: args.limit]
     results = []
-    base: dict[str, list[float]] = defaultdict(list)
-    for it in items:
-        docs = [s.document for s in it.sessions]
-        corpus = Corpus(docs, encoder.encode(docs))
-        for name, order in corpus.rank_all(it.question, encoder.encode([it.question])[0]).items():
-            base[name].append(recall_all_at([it.sessions[i].session_id for i in order], it.gold, 5))
+    base = lme_baselines(items, encoder)
     for mode in args.modes:
         for ranking in rankings:
-            h = Harness(encoder, ranking)
             by_type: dict[str, list[float]] = defaultdict(list)
-            try:
+            with harness(encoder, ranking) as h:
                 for it in items:
-                    ctx = Context(org="longmemeval", user=it.question_id)
-                    batch, session_ids = longmemeval.items(it, mode)
-                    stored = h.store(batch, ctx)
-                    sid = {n.id: s for n, s in zip(stored, session_ids, strict=True)}
+                    ctx, sid = h.store_sessions(it, mode)
                     hits = h.ask(ctx, it.question, 100, it.question_date)
                     ranked = dedupe(sid[x.node.id] for x in hits if x.node.id in sid)
                     by_type[it.question_type].append(recall_all_at(ranked, it.gold, 5))
-            finally:
-                h.close()
-                encoder.save()
             scores = {t: float(np.mean(v)) for t, v in sorted(by_type.items())}
             scores["overall"] = float(np.mean([x for v in by_type.values() for x in v]))
             results.append({"mode": mode, "ranking": ranking, "scores": scores})
@@ -304,17 +332,24 @@ def lme_table(results: list[dict[str, Any]], changed: Sequence[str]) -> str:
 
 
 # ------------------------------------------------------------------------ main
-def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def tuning_parser(doc: str | None) -> argparse.ArgumentParser:
+    """The options of this script and tune_cv.py: the dataset and its dev file, the
+    modes, ``--grid``, the embedding cache, the model and ``--out``."""
+    p = argparse.ArgumentParser(description=(doc or "").split("\n\n")[0])
     p.add_argument("dataset", choices=["locomo", "longmemeval"])
     p.add_argument("--data", required=True)
     p.add_argument("--modes", default="structured,plain")
-    p.add_argument("--weight", action="append", default=[], metavar="NAME=VALUE")
     p.add_argument("--grid", action="append", default=[], metavar="NAME=V1,V2,...")
-    p.add_argument("--limit", type=int, default=None, help="LongMemEval: the first N questions")
     p.add_argument("--cache", default=os.path.join(tempfile.gettempdir(), "memorybus-tune-cache"))
     p.add_argument("--model", default=None, help="a sentence-transformers model (default: the shipped MiniLM)")
     p.add_argument("--out", default=None, help="write the results as JSON")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = tuning_parser(__doc__)
+    p.add_argument("--weight", action="append", default=[], metavar="NAME=VALUE")
+    p.add_argument("--limit", type=int, default=None, help="LongMemEval: the first N questions")
     p.add_argument("--calibrate", action="store_true", help="LoCoMo: print the cosine scale of relevance and stop")
     p.add_argument("--by-conversation", action="store_true", help="LoCoMo: also print R@10 per conversation")
     args = p.parse_args(argv)

@@ -71,6 +71,8 @@ TLS_CERT="${MEMORYBUS_REDIS_TLS_CERT:-}"
 TLS_KEY="${MEMORYBUS_REDIS_TLS_KEY:-}"
 TLS_CA="${MEMORYBUS_REDIS_TLS_CA:-}"
 SENTINEL_USER=memorybus-sentinel
+# shellcheck source=deploy/redis_common.sh
+source "$(dirname "${BASH_SOURCE[0]}")/redis_common.sh"
 
 tls_args() {
   # redis-cli's TLS options when the server listens on TLS only
@@ -139,20 +141,7 @@ configure() {
   local maxmemory="${MEMORYBUS_REDIS_MAXMEMORY:-$(awk '/MemTotal/ {printf "%d", $2 * 1024 * 0.6}' /proc/meminfo)}"
   {
     echo "# written by redis.sh configure; edit the environment, not this file"
-    if [ -n "$TLS_CERT" ]; then
-      # TLS only: no plaintext port; replicas and sentinels reach this server over TLS too
-      echo "port 0"
-      echo "tls-port $PORT"
-      echo "tls-cert-file $TLS_CERT"
-      echo "tls-key-file $TLS_KEY"
-      echo "tls-ca-cert-file $TLS_CA"
-      echo "tls-auth-clients ${MEMORYBUS_REDIS_TLS_AUTH_CLIENTS:-no}"
-      echo "tls-replication yes"
-    else
-      echo "port $PORT"
-    fi
-    echo "bind $BIND"
-    echo "protected-mode yes"
+    listener_conf
     echo "dir $DIR"
     echo "daemonize no"
     echo "logfile $LOG"
@@ -211,10 +200,7 @@ start() {
     setsid "$0" _backup_loop < /dev/null >> "$LOG" 2>&1 &
     echo $! > "$PIDS.backup"
   fi
-  for _ in $(seq 1 100); do
-    if cli ping 2>/dev/null | grep -q PONG; then echo "memorybus redis up on port $PORT"; return 0; fi
-    sleep 0.1
-  done
+  answers redis && return 0
   echo "redis.sh: redis-server did not answer on port $PORT (see $LOG)" >&2
   return 1
 }

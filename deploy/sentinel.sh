@@ -49,6 +49,8 @@ TLS_CA="${MEMORYBUS_REDIS_TLS_CA:-}"
 CONF="$HOME_DIR/sentinel.conf"
 PIDS="$HOME_DIR/supervisor.pid"
 LOG="$HOME_DIR/sentinel.log"
+# shellcheck source=deploy/redis_common.sh
+source "$(dirname "${BASH_SOURCE[0]}")/redis_common.sh"
 
 die() { echo "sentinel.sh: $*" >&2; exit 1; }
 
@@ -84,19 +86,7 @@ configure() {
   ( umask 077
     {
       echo "# written by sentinel.sh configure; the sentinel rewrites it with its state"
-      if [ -n "$TLS_CERT" ]; then
-        echo "port 0"
-        echo "tls-port $PORT"
-        echo "tls-cert-file $TLS_CERT"
-        echo "tls-key-file $TLS_KEY"
-        echo "tls-ca-cert-file $TLS_CA"
-        echo "tls-auth-clients ${MEMORYBUS_REDIS_TLS_AUTH_CLIENTS:-no}"
-        echo "tls-replication yes"
-      else
-        echo "port $PORT"
-      fi
-      echo "bind $BIND"
-      echo "protected-mode yes"
+      listener_conf
       echo "daemonize no"
       echo "dir $HOME_DIR"
       echo "logfile $LOG"
@@ -135,11 +125,7 @@ start() {
   [ -s "$CONF" ] || configure
   setsid "$0" _supervise < /dev/null >> "$LOG" 2>&1 &
   echo $! > "$PIDS"
-  for _ in $(seq 1 100); do
-    if cli ping 2>/dev/null | grep -q PONG; then echo "memorybus sentinel up on port $PORT"; return 0; fi
-    sleep 0.1
-  done
-  die "the sentinel did not answer on port $PORT (see $LOG)"
+  answers sentinel || die "the sentinel did not answer on port $PORT (see $LOG)"
 }
 
 stop() {

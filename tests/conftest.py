@@ -15,7 +15,7 @@ import tempfile
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 
@@ -32,6 +32,21 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+def wait_for_ping(connect: Callable[..., Any], seconds: float, failure: str) -> None:
+    """Return once ``connect(socket_timeout=0.2)`` (a redis-py client) answers PING;
+    RuntimeError(``failure``) when none has within ``seconds``."""
+    import redis
+
+    deadline = time.time() + seconds
+    while time.time() < deadline:
+        try:
+            if connect(socket_timeout=0.2).ping():
+                return
+        except redis.exceptions.RedisError:
+            time.sleep(0.03)
+    raise RuntimeError(failure)
 
 
 class RedisServer:
@@ -66,16 +81,7 @@ class RedisServer:
             stderr=subprocess.DEVNULL,
             start_new_session=True,
         )
-        import redis
-
-        deadline = time.time() + 10
-        while time.time() < deadline:
-            try:
-                if self.admin(socket_timeout=0.2).ping():
-                    return
-            except redis.exceptions.RedisError:
-                time.sleep(0.03)
-        raise RuntimeError("redis-server did not start")
+        wait_for_ping(self.admin, 10, "redis-server did not start")
 
     def kill(self, sig: int = signal.SIGKILL) -> None:
         if self.proc and self.proc.poll() is None:
@@ -138,6 +144,16 @@ class ExternalRedis:
         self.url = url
 
 
+def backend_config(backend: str, tmp_path: Path, redis_server: RedisServer | ExternalRedis, **kw: Any) -> Any:
+    """A parametrized test's Config: ``embedded`` (everything in tmp_path/data) or ``redis``
+    (records on ``redis_server``, the rest in tmp_path/data); ``kw`` go to the constructor."""
+    from memorybus import Config
+
+    if backend == "embedded":
+        return Config.embedded(tmp_path / "data", **kw)
+    return Config.redis(redis_server.url, data_dir=str(tmp_path / "data"), **kw)
+
+
 @pytest.fixture(scope="session")
 def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer | ExternalRedis]:
     """The shared Redis: CI's loopback server if it gave one, else a private one.
@@ -163,14 +179,17 @@ def private_redis(tmp_path: Path) -> Iterator[RedisServer]:
     server.stop()
 
 
-@pytest.fixture
-def acl_redis(tmp_path: Path) -> Iterator[Callable[..., AclRedisServer]]:
-    """Starts private ACL servers (:class:`AclRedisServer`; keyword arguments go to
-    it), each in its own directory; stops every one it started."""
-    started: list[AclRedisServer] = []
+S = TypeVar("S", bound=RedisServer)
 
-    def start(**kw: Any) -> AclRedisServer:
-        server = AclRedisServer(tmp_path / f"acl-redis-{len(started)}", **kw)
+
+def servers(make: Callable[..., S]) -> Iterator[Callable[..., S]]:
+    """A fixture's body that starts servers: ``start(**kw)`` makes one with ``make(n, **kw)``
+    (``n`` counts the servers made before it, for its directory), creates its directory
+    and starts it; every one started is stopped when the fixture ends."""
+    started: list[S] = []
+
+    def start(**kw: Any) -> S:
+        server = make(len(started), **kw)
         server.dir.mkdir()
         started.append(server)
         server.start()
@@ -179,6 +198,13 @@ def acl_redis(tmp_path: Path) -> Iterator[Callable[..., AclRedisServer]]:
     yield start
     for server in started:
         server.stop()
+
+
+@pytest.fixture
+def acl_redis(tmp_path: Path) -> Iterator[Callable[..., AclRedisServer]]:
+    """Starts private ACL servers (:class:`AclRedisServer`; keyword arguments go to
+    it), each in its own directory; stops every one it started."""
+    yield from servers(lambda n, **kw: AclRedisServer(tmp_path / f"acl-redis-{n}", **kw))
 
 
 @pytest.fixture(scope="session")

@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from tests.conftest import free_port
+from tests.conftest import free_port, wait_for_ping
 
 SLOTS = 16384
 
@@ -57,16 +57,7 @@ class ClusterNode:
         return redis.Redis(port=self.port, socket_timeout=kw.pop("socket_timeout", 2.0), **kw)
 
     def wait_up(self, seconds: float = 30) -> None:
-        import redis
-
-        deadline = time.time() + seconds
-        while time.time() < deadline:
-            try:
-                if self.client(socket_timeout=0.2).ping():
-                    return
-            except redis.exceptions.RedisError:
-                time.sleep(0.03)
-        raise RuntimeError(f"redis-server on {self.address} did not start")
+        wait_for_ping(self.client, seconds, f"redis-server on {self.address} did not start")
 
     def info(self, section: str) -> dict[str, Any]:
         return dict(self.client().info(section))

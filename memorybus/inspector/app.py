@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, TypeVar
 
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -31,24 +31,19 @@ CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self';
        "form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
 
 Handler = Callable[[Request], Any]
+T = TypeVar("T")
+D = TypeVar("D")
 
 
-def _float(value: str | None, name: str) -> float | None:
-    if value in (None, ""):
-        return None
-    try:
-        return float(value)
-    except ValueError:
-        raise InvalidRequest(name, f"{value!r} is not a number (epoch seconds)") from None
-
-
-def _int(value: str | None, name: str, default: int) -> int:
+def _parsed(value: str | None, name: str, parse: Callable[[str], T], default: D, what: str) -> T | D:
+    """A query parameter read with ``parse`` (``default`` when absent or empty);
+    InvalidRequest naming it when it is not ``what``."""
     if value in (None, ""):
         return default
     try:
-        return int(value)
+        return parse(value)
     except ValueError:
-        raise InvalidRequest(name, f"{value!r} is not an integer") from None
+        raise InvalidRequest(name, f"{value!r} is not {what}") from None
 
 
 def create_app(insp: Inspector, guard: OperatorGuard) -> Starlette:
@@ -79,7 +74,7 @@ def create_app(insp: Inspector, guard: OperatorGuard) -> Starlette:
     def memories(request: Request) -> Any:
         q = request.query_params
         text, mode = q.get("q", ""), q.get("mode", "fulltext")
-        limit = _int(q.get("limit"), "limit", 100)
+        limit = _parsed(q.get("limit"), "limit", int, 100, "an integer")
         if mode == "semantic" and text.strip():
             return insp.semantic(text, scope_of(request), min(limit, 50))
         if mode not in ("fulltext", "semantic"):
@@ -91,8 +86,8 @@ def create_app(insp: Inspector, guard: OperatorGuard) -> Starlette:
         scope = scope_of(request)
         if scope is None:
             raise InvalidRequest("org", "a fact lives in a scope: org is required")
-        return views.timeline(insp, scope, request.query_params.get("key", ""),
-                              _float(request.query_params.get("as_of"), "as_of"))
+        as_of = _parsed(request.query_params.get("as_of"), "as_of", float, None, "a number (epoch seconds)")
+        return views.timeline(insp, scope, request.query_params.get("key", ""), as_of)
 
     def plot(request: Request) -> Response:
         path = views.plot_path(insp, request.path_params["name"])

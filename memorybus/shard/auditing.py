@@ -21,7 +21,6 @@ stores keep the newest 100.
 
 from __future__ import annotations
 
-import contextlib
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -31,6 +30,7 @@ from memorybus.audit import Checkpoint, Draft, content_digest, principal_of, sig
 from memorybus.clock import Clock
 from memorybus.model import MemoryNode
 from memorybus.scopes import Context
+from memorybus.shard.records import store_or_keep
 from memorybus.storage.base import Store, WriteBatch
 
 #: the principal of operator calls made without a context (the operator's view)
@@ -126,14 +126,7 @@ class AuditTrail:
         with self._lock:
             pending, self._pending = self._pending, []
         if pending:
-            try:
-                with outside() if outside is not None else contextlib.nullcontext():
-                    stored = self.store.append_audit(pending, wait=wait)
-            except BaseException:
-                self._keep(pending)
-                raise
-            if not stored:
-                self._keep(pending)
+            if not store_or_keep(pending, lambda: self.store.append_audit(pending, wait=wait), self._keep, outside):
                 return 0
             self._moved = True
         if self.key is not None and self._moved and self._checkpoint_due():

@@ -15,10 +15,13 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager
+from typing import TypeVar
 
 from memorybus.model import MemoryNode, evolve
 from memorybus.scopes import Scope
 from memorybus.storage.base import Store
+
+P = TypeVar("P")
 
 
 def content_hash(node: MemoryNode) -> str:
@@ -144,18 +147,14 @@ class Records:
         self._last_flush = time.monotonic()
         if not pending:
             return 0
-        try:
-            with outside() if outside is not None else contextlib.nullcontext():
-                stored = self.store.touch(pending, wait=wait)
-                if then is not None:
-                    then()
-        except BaseException:
-            self._keep(pending)
-            raise
-        if not stored:
-            self._keep(pending)
-            return 0
-        return len(pending)
+
+        def write() -> bool:
+            stored = self.store.touch(pending, wait=wait)
+            if then is not None:
+                then()
+            return stored
+
+        return len(pending) if store_or_keep(pending, write, self._keep, outside) else 0
 
     def _keep(self, pending: dict[str, tuple[int, float]]) -> None:
         """Put statistics back that a flush did not store (with any counted since)."""
@@ -164,3 +163,24 @@ class Records:
                 continue  # deleted since: nothing to count
             more, later = self._touches.get(memory_id, (0, when))
             self._touches[memory_id] = (count + more, max(when, later))
+
+
+def store_or_keep(
+    pending: P,
+    write: Callable[[], bool],
+    keep: Callable[[P], None],
+    outside: Callable[[], AbstractContextManager[None]] | None = None,
+) -> bool:
+    """Run the store write ``write`` of ``pending`` (inside ``outside()`` when given: the
+    shard's gate letting readers in while it commits); True when it stored them. When it
+    raises (re-raised) or stores nothing (False), ``keep`` takes ``pending`` back for the
+    next flush."""
+    try:
+        with outside() if outside is not None else contextlib.nullcontext():
+            stored = write()
+    except BaseException:
+        keep(pending)
+        raise
+    if not stored:
+        keep(pending)
+    return stored

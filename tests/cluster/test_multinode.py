@@ -12,6 +12,8 @@ import uuid
 
 import pytest
 
+from tests.cluster.local_cluster import local_cluster
+
 pytestmark = [pytest.mark.cluster, pytest.mark.redis, pytest.mark.model, pytest.mark.timeout(600)]
 
 os.environ.setdefault("RAY_AUTH_MODE", "disabled")
@@ -19,28 +21,8 @@ os.environ.setdefault("RAY_AUTH_MODE", "disabled")
 
 @pytest.fixture(scope="module")
 def cluster():
-    import ray
-    from ray.cluster_utils import Cluster
-
-    c = Cluster(
-        initialize_head=True,
-        head_node_args={
-            "num_cpus": 1,
-            "resources": {"head": 2},  # 1 for the embedder, the rest for tasks pinned to the head
-            "_system_config": {
-                "health_check_initial_delay_ms": 0,
-                "health_check_period_ms": 500,
-                "health_check_timeout_ms": 500,
-                "health_check_failure_threshold": 3,
-            },
-        },
-    )
-    workers = [c.add_node(num_cpus=1, resources={f"node_{i}": 1, "shard_slot": 1}) for i in range(2)]
-    c.wait_for_nodes()
-    ray.init(address=c.address, log_to_driver=False, configure_logging=False)
-    yield c, workers
-    ray.shutdown()
-    c.shutdown()
+    # 1 "head" for the embedder, the rest for tasks pinned to the head
+    yield from local_cluster(1, {"head": 2}, [{f"node_{i}": 1, "shard_slot": 1} for i in range(2)])
 
 
 def _node_of(handle):

@@ -9,6 +9,8 @@ import os
 
 import pytest
 
+from tests.cluster.local_cluster import local_cluster
+
 pytestmark = [pytest.mark.cluster, pytest.mark.redis, pytest.mark.model, pytest.mark.timeout(420)]
 
 os.environ.setdefault("RAY_AUTH_MODE", "disabled")
@@ -16,28 +18,7 @@ os.environ.setdefault("RAY_AUTH_MODE", "disabled")
 
 @pytest.fixture(scope="module")
 def cluster():
-    import ray
-    from ray.cluster_utils import Cluster
-
-    c = Cluster(
-        initialize_head=True,
-        head_node_args={
-            "num_cpus": 2,
-            "resources": {"head": 1},
-            "_system_config": {
-                "health_check_initial_delay_ms": 0,
-                "health_check_period_ms": 500,
-                "health_check_timeout_ms": 500,
-                "health_check_failure_threshold": 3,
-            },
-        },
-    )
-    workers = [c.add_node(num_cpus=1, resources={"shard_slot": 1}) for _ in range(2)]
-    c.wait_for_nodes()
-    ray.init(address=c.address, log_to_driver=False, configure_logging=False)
-    yield c, workers
-    ray.shutdown()
-    c.shutdown()
+    yield from local_cluster(2, {"head": 1}, [{"shard_slot": 1}] * 2)
 
 
 def test_simulation_survives_the_loss_of_a_worker_node(cluster):

@@ -153,13 +153,19 @@ def _wait(fn, timeout=120.0):  # generous: an actor restart on a loaded 2-core m
     raise AssertionError("timed out")
 
 
+def _subscribed_listener(bus, ctx, prefix):
+    """A Listener actor acting as ``ctx``'s agent, subscribed as ``ctx`` under a fresh name."""
+    name = f"{prefix}-{uuid.uuid4().hex[:6]}"
+    listener = Listener.remote(bus.agent_handle(ctx.org, ctx.user, ctx.agent), name, ctx)
+    bus.subscribe(ctx, target=listener, name=name)
+    return listener, name
+
+
 def test_subscriber_restarted_gets_every_missed_event_once_in_order(bus):
     o = org()
     ctx = Context(o, "u1", "listener")
     writer = Context(o, "u1", "writer")
-    name = f"listener-{uuid.uuid4().hex[:6]}"
-    listener = Listener.remote(bus.agent_handle(o, "u1", "listener"), name, ctx)
-    bus.subscribe(ctx, target=listener, name=name)
+    listener, name = _subscribed_listener(bus, ctx, "listener")
     for i in range(20):
         bus.remember(f"org update number {i}", writer, scope="org")
     _wait(lambda: len(ray.get(listener.received.remote(), timeout=10)) == 20)
@@ -187,9 +193,7 @@ def test_events_never_reach_a_subscriber_that_cannot_see_them(bus):
     o = org()
     u1 = Context(o, "u1", "a")
     u2 = Context(o, "u2", "b")
-    name = f"spy-{uuid.uuid4().hex[:6]}"
-    spy = Listener.remote(bus.agent_handle(o, "u2", "b"), name, u2)
-    bus.subscribe(u2, target=spy, name=name)
+    spy, _ = _subscribed_listener(bus, u2, "spy")
     got_cb = []
     sub = bus.subscribe(u2, callback=got_cb.extend)
     for i in range(5):

@@ -9,35 +9,16 @@ import ray
 import memorybus as mb
 from memorybus import Config, Context, actors
 from memorybus.scopes import Router
+from tests.actor_restart import restart_actor
+from tests.conftest import backend_config
 
 pytestmark = [pytest.mark.ray, pytest.mark.redis, pytest.mark.model, pytest.mark.timeout(300)]
-
-
-def _restart_and_wait(handle, old_pid, timeout=60.0):
-    ray.kill(handle, no_restart=False)
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        try:
-            pid = ray.get(handle.pid.remote(), timeout=10)
-            if pid != old_pid:
-                return pid
-        except (
-            ray.exceptions.RayActorError,
-            ray.exceptions.GetTimeoutError,
-            ray.exceptions.ActorUnavailableError,
-        ):
-            pass
-        time.sleep(0.2)
-    raise AssertionError("shard actor did not restart")
 
 
 @pytest.mark.parametrize("backend", ["embedded", "redis"])
 def test_killed_shard_recovers_every_acknowledged_write(ray_local, tmp_path, redis_server, backend):
     ns = f"dur_{backend}_{uuid.uuid4().hex[:6]}"
-    if backend == "embedded":
-        cfg = Config.embedded(tmp_path / "data", num_shards=2, namespace=ns)
-    else:
-        cfg = Config.redis(redis_server.url, data_dir=str(tmp_path / "data"), num_shards=2, namespace=ns)
+    cfg = backend_config(backend, tmp_path, redis_server, num_shards=2, namespace=ns)
     bus = mb.connect(cfg)
     try:
         ctx = Context("acme", "u1", "agent", "s1")
@@ -57,8 +38,7 @@ def test_killed_shard_recovers_every_acknowledged_write(ray_local, tmp_path, red
         used = {Router(bus.config.num_shards).shard_for(n.scope.key) for n in acked}
         assert len(used) == 2, "both shards must hold data for this test to mean something"
         for i in sorted(used):
-            old = ray.get(shards[i].pid.remote(), timeout=30)
-            _restart_and_wait(shards[i], old)
+            restart_actor(shards[i])
         assert bus.count() == 40
         for n in acked:
             assert bus.get(n.id, ctx).content == n.content
@@ -84,7 +64,7 @@ def test_write_in_flight_during_kill_is_applied_exactly_once(ray_local, tmp_path
 
         pending = writer.remote(ref_bus)
         time.sleep(0.5)
-        _restart_and_wait(shard, old)
+        restart_actor(shard, old)
         ids = ray.get(pending, timeout=180)
         assert len(set(ids)) == 300
         assert bus.count() == 300

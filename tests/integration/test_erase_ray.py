@@ -17,6 +17,7 @@ import memorybus as mb
 from memorybus import Config, Context, InvalidRequest, actors
 from memorybus.shard.erase import Selector
 from memorybus.storage.sqlite import SqliteStore
+from tests.actor_restart import restart_actor
 from tests.unit.test_erase import hits_in_files
 
 pytestmark = [pytest.mark.ray, pytest.mark.model, pytest.mark.timeout(300)]
@@ -25,20 +26,6 @@ ALICE = Context("acme", "alice", "planner", "s1")
 BOB = Context("acme", "bob", "helper", "s2")
 CAROL = Context("acme", "carol", "scribe", "s3")
 MARK, KEEP, CAROL_MARK = "zqxraymarkalice", "zqxraykeepbob", "zqxraymarkcarol"
-
-
-def _restart(handle, timeout: float = 60.0) -> None:
-    old = ray.get(handle.pid.remote(), timeout=30)
-    ray.kill(handle, no_restart=False)
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        try:
-            if ray.get(handle.pid.remote(), timeout=10) != old:
-                return
-        except (ray.exceptions.RayActorError, ray.exceptions.GetTimeoutError, ray.exceptions.ActorUnavailableError):
-            pass
-        time.sleep(0.2)
-    raise AssertionError("shard actor did not restart")
 
 
 def test_erase_through_ray_survives_a_kill_and_a_crash_and_leaves_no_byte(ray_local, tmp_path):
@@ -71,7 +58,7 @@ def test_erase_through_ray_survives_a_kill_and_a_crash_and_leaves_no_byte(ray_lo
 
         pending = eraser.remote(bus.as_agent(bus.issue_credential(operator=True, ttl=600)))  # another operator
         time.sleep(0.2)
-        _restart(actors.shard_handles(bus.config)[0])
+        restart_actor(actors.shard_handles(bus.config)[0])
         ray.get(pending, timeout=180)
         assert bus.erase(org="acme", user="alice") == dict.fromkeys(dry, 0)
         assert bus.history("seat", ALICE, scope="user") == []

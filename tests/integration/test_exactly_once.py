@@ -15,11 +15,12 @@ import pytest
 import ray
 
 import memorybus as mb
-from memorybus import Config, Context, ManualClock, MemoryKind, MemoryNode, Scope, VersionConflict, actors
+from memorybus import Context, ManualClock, MemoryKind, MemoryNode, Scope, VersionConflict, actors
 from memorybus.shard import Shard
 from memorybus.storage.redis import RedisStore
 from memorybus.storage.sqlite import SqliteStore
 from memorybus.storage.vectors import EdgeVectorIndex
+from tests.conftest import backend_config
 
 pytestmark = [pytest.mark.redis, pytest.mark.model]
 ALICE = Context("acme", "alice", "planner", "s1")
@@ -126,10 +127,7 @@ def test_shard_killed_right_after_commit_reexecutes_without_reinforcing(ray_loca
     """Ray re-runs a call whose actor died before replying; the shard answers the re-run
     with the first outcome: every fact "created", one history row each."""
     ns = f"eo_{backend}_{uuid.uuid4().hex[:6]}"
-    if backend == "embedded":
-        cfg = Config.embedded(tmp_path / "data", num_shards=1, namespace=ns)
-    else:
-        cfg = Config.redis(redis_server.url, data_dir=str(tmp_path / "data"), num_shards=1, namespace=ns)
+    cfg = backend_config(backend, tmp_path, redis_server, num_shards=1, namespace=ns)
     bus = mb.connect(cfg)
     try:
         ctx = Context("acme", "u1")

@@ -3,7 +3,6 @@ dir), driven by the official MCP SDK's client over stdio and over streamable HTT
 
 import json
 import os
-import signal
 import socket
 import subprocess
 import sys
@@ -19,6 +18,7 @@ from mcp.client.stdio import StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 
 from tests.conftest import free_port
+from tests.mcp_process import server_process
 
 pytestmark = [pytest.mark.ray, pytest.mark.model, pytest.mark.timeout(400)]
 
@@ -42,29 +42,10 @@ def http_server(tmp_path_factory):
     tokens.write_text(json.dumps(TOKENS))
     tokens.chmod(0o600)  # a token file others may read is refused
     port = free_port()
-    log = open(tmp / "server.log", "wb")  # noqa: SIM115
-    proc = subprocess.Popen(
-        server_cmd(tmp / "data", "--transport", "http", "--port", str(port), "--tokens", str(tokens),
-                   "--namespace", "mcp_http_t"),
-        stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-    )
-    deadline = time.time() + 240
-    while time.time() < deadline:
-        assert proc.poll() is None, (tmp / "server.log").read_text()[-3000:]
-        with socket.socket() as s:
-            if s.connect_ex(("127.0.0.1", port)) == 0:
-                break
-        time.sleep(0.5)
-    else:
-        pytest.fail("the MCP HTTP server did not start: " + (tmp / "server.log").read_text()[-3000:])
-    yield f"http://127.0.0.1:{port}/mcp", proc, tmp / "server.log"
-    os.killpg(proc.pid, signal.SIGTERM)
-    try:
-        proc.wait(timeout=20)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait(timeout=10)
-    log.close()
+    cmd = server_cmd(tmp / "data", "--transport", "http", "--port", str(port), "--tokens", str(tokens),
+                     "--namespace", "mcp_http_t")
+    with server_process(cmd, tmp / "server.log", port, timeout=240, what="MCP HTTP") as proc:
+        yield f"http://127.0.0.1:{port}/mcp", proc, tmp / "server.log"
 
 
 def http_client(url, token):

@@ -14,8 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
-import signal
 import socket
 import ssl
 import subprocess
@@ -41,6 +39,7 @@ import memorybus as mb
 from memorybus.integrations import mcp as door
 from memorybus.integrations.mcp_http import check_tls_files, http_server, plaintext_warning
 from tests.conftest import free_port
+from tests.mcp_process import server_process
 from tests.tls_ca import Pki, make_pki
 
 pytestmark = [pytest.mark.timeout(120)]
@@ -171,23 +170,10 @@ def test_memorybus_mcp_serves_https_to_a_client_that_trusts_the_ca(pki, tmp_path
     tokens.write_text(json.dumps({"tok-alice": {"org": "acme", "user": "alice", "agent": "claude"}}))
     tokens.chmod(0o600)
     port = free_port()
-    log = open(tmp_path / "server.log", "wb")  # noqa: SIM115
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "memorybus.cli", "mcp", "--data-dir", str(tmp_path / "data"), "--shards", "2",
-         "--num-cpus", "2", "--namespace", "mcp_tls_t", "--transport", "http", "--port", str(port),
-         "--tokens", str(tokens), "--tls-cert", str(pki.server_cert), "--tls-key", str(pki.server_key)],
-        stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-    )
-    try:
-        deadline = time.time() + 300
-        while time.time() < deadline:
-            assert proc.poll() is None, (tmp_path / "server.log").read_text()[-3000:]
-            with socket.socket() as s:
-                if s.connect_ex(("127.0.0.1", port)) == 0:
-                    break
-            time.sleep(0.5)
-        else:
-            pytest.fail("the MCP HTTPS server did not start: " + (tmp_path / "server.log").read_text()[-3000:])
+    cmd = [sys.executable, "-m", "memorybus.cli", "mcp", "--data-dir", str(tmp_path / "data"), "--shards", "2",
+           "--num-cpus", "2", "--namespace", "mcp_tls_t", "--transport", "http", "--port", str(port),
+           "--tokens", str(tokens), "--tls-cert", str(pki.server_cert), "--tls-key", str(pki.server_key)]
+    with server_process(cmd, tmp_path / "server.log", port, timeout=300, what="MCP HTTPS") as proc:
         url = f"https://127.0.0.1:{port}/mcp"
 
         async def session() -> None:
@@ -208,11 +194,3 @@ def test_memorybus_mcp_serves_https_to_a_client_that_trusts_the_ca(pki, tmp_path
         assert _has_ssl_error(caught.value)
         assert "https" in (tmp_path / "server.log").read_text()
         assert proc.poll() is None  # still serving
-    finally:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(timeout=10)
-        log.close()

@@ -2,7 +2,6 @@
 
 import asyncio
 import uuid
-from datetime import UTC, datetime
 
 import pytest
 
@@ -10,12 +9,9 @@ import memorybus as mb
 from memorybus import Config, Context
 from memorybus.retrieval import RecallOptions
 from memorybus.scopes import Router
+from tests.unit.test_retrieval_shard import SESSIONS, ts
 
 pytestmark = [pytest.mark.ray, pytest.mark.model, pytest.mark.timeout(300)]
-
-
-def ts(y, m, d):
-    return datetime(y, m, d, tzinfo=UTC).timestamp()
 
 
 @pytest.fixture(scope="module")
@@ -24,22 +20,6 @@ def bus(ray_local, tmp_path_factory):
     b = mb.connect(cfg)
     yield b
     b.shutdown()
-
-
-SESSIONS = {
-    ("s1", ts(2023, 5, 8)): [
-        ("Ana", "I finally adopted a dog from the shelter!"),
-        ("Ben", "No way, what breed is it?"),
-        ("Ana", "A beagle mix, she is three years old."),
-        ("Ben", "Cute. I spent the weekend fixing my bike."),
-    ],
-    ("s2", ts(2023, 7, 2)): [
-        ("Ben", "I started a pottery class on Tuesdays."),
-        ("Ana", "Fun! Did you make anything yet?"),
-        ("Ben", "A lopsided bowl, my kids loved it."),
-        ("Ana", "I took the beagle hiking in the hills."),
-    ],
-}
 
 
 @pytest.fixture(scope="module")

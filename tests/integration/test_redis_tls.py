@@ -11,7 +11,6 @@ test_redis_tls_bus.py.
 
 from __future__ import annotations
 
-import pickle
 import socket
 import uuid
 from collections.abc import Callable, Iterator
@@ -20,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from memorybus import Config, MemoryNode, Scope
+from memorybus import Config
 from memorybus.actors.hub import _kv
 from memorybus.auth.keyring import KeyRing, open_keys
 from memorybus.errors import ConfigError, StoreUnavailable
@@ -28,6 +27,8 @@ from memorybus.storage import WriteBatch
 from memorybus.storage.factory import open_store
 from memorybus.storage.kv import RedisKV
 from memorybus.storage.redis_client import RedisTLS
+from tests.conftest import servers
+from tests.integration.test_redis_acl import node, shown
 from tests.tls_ca import Pki, TlsRedisServer, make_pki
 
 pytestmark = [pytest.mark.redis, pytest.mark.timeout(120)]
@@ -42,31 +43,11 @@ def pki(tmp_path_factory: pytest.TempPathFactory) -> Pki:
 
 @pytest.fixture
 def tls_redis(tmp_path: Path, pki: Pki) -> Iterator[Callable[..., TlsRedisServer]]:
-    started: list[TlsRedisServer] = []
-
-    def start(**kw: Any) -> TlsRedisServer:
-        server = TlsRedisServer(tmp_path / f"tls-redis-{len(started)}", pki, **kw)
-        server.dir.mkdir()
-        started.append(server)
-        server.start()
-        return server
-
-    yield start
-    for server in started:
-        server.stop()
-
-
-def node(text: str) -> MemoryNode:
-    return MemoryNode(content=text, scope=Scope("acme", "u1"), version=1, created_at=1.0, last_accessed=1.0,
-                      valid_from=1.0)
+    yield from servers(lambda n, **kw: TlsRedisServer(tmp_path / f"tls-redis-{n}", pki, **kw))
 
 
 def config(url: str, tmp_path: Path, **kw: Any) -> Config:
     return Config.redis(url, namespace=f"tls{uuid.uuid4().hex[:8]}", data_dir=str(tmp_path / "data"), **kw)
-
-
-def shown(exc: BaseException) -> str:
-    return f"{exc} {exc!r} {exc.args!r} {pickle.dumps(exc)!r}"
 
 
 def test_the_store_kv_and_key_ring_round_trip_over_rediss_with_the_ca(tls_redis, pki, tmp_path):

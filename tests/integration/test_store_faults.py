@@ -12,6 +12,7 @@ import redis
 import memorybus as mb
 from memorybus import Config, Context, actors
 from memorybus.scopes import Router
+from tests.actor_restart import restart_actor
 
 pytestmark = [pytest.mark.ray, pytest.mark.redis, pytest.mark.model, pytest.mark.timeout(300)]
 #: two buses (the module's and a test's own) fit in the 2 CPUs of the local Ray
@@ -114,23 +115,6 @@ def test_remember_many_reports_per_item_when_a_shard_fails_after_the_checks(sqli
     assert sorted(visible(bus, ctx).values()) == sorted(i["content"] for i in items)
 
 
-def _restart(shard, timeout=45.0):
-    """Kill a shard actor (Ray restarts it) and wait for the new process."""
-    import ray
-
-    old = ray.get(shard.pid.remote(), timeout=30)
-    ray.kill(shard, no_restart=False)
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        try:
-            if ray.get(shard.pid.remote(), timeout=5) != old:
-                return
-        except (ray.exceptions.RayActorError, ray.exceptions.GetTimeoutError, ray.exceptions.ActorUnavailableError):
-            pass
-        time.sleep(0.2)
-    raise AssertionError("the shard actor did not come back")
-
-
 def test_shard_restarted_while_redis_is_down_serves_again_once_it_is_back(ray_local, tmp_path, private_redis):
     cfg = Config.redis(private_redis.url, data_dir=str(tmp_path / "data"), num_shards=1,
                        namespace=f"down_{uuid.uuid4().hex[:6]}", store_timeout=1.0, **SMALL)
@@ -139,7 +123,7 @@ def test_shard_restarted_while_redis_is_down_serves_again_once_it_is_back(ray_lo
         ctx = Context("acme", "u1")
         bus.remember_many([f"fact {i}: the blue door is on floor {i}" for i in range(3)], ctx)
         private_redis.kill(signal.SIGKILL)
-        _restart(actors.shard_handles(bus.config)[0])  # its restart finds no store: it must not die of it
+        restart_actor(actors.shard_handles(bus.config)[0], timeout=45.0, call_timeout=5.0)  # its restart finds no store: it must not die of it
         with pytest.raises(mb.StoreUnavailable):
             bus.count()
         private_redis.start()
@@ -168,7 +152,7 @@ def test_corrupt_vector_index_is_rebuilt_from_the_store(sqlite_bus):
     assert files
     for p in files:  # garbage over every file of the derived index
         p.write_bytes(b"\x00garbage\xff" * 7)
-    _restart(actors.shard_handles(bus.config)[user_shard])
+    restart_actor(actors.shard_handles(bus.config)[user_shard], timeout=45.0, call_timeout=5.0)
     hits = bus.recall("which locker does the green key open?", ctx, k=4)
     assert {h.node.id for h in hits} == {n.id for n in stored}
 

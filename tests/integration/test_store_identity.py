@@ -9,6 +9,7 @@ import pytest
 import memorybus as mb
 from memorybus import Config, Context
 from memorybus.scopes import Router
+from tests.conftest import backend_config
 
 pytestmark = [pytest.mark.ray, pytest.mark.redis, pytest.mark.model, pytest.mark.timeout(300)]
 SMALL = {"embedder_num_cpus": 0.5}
@@ -16,10 +17,7 @@ SMALL = {"embedder_num_cpus": 0.5}
 
 def config(backend, tmp_path, redis_server, num_shards):
     ns = f"ident_{uuid.uuid4().hex[:6]}"
-    if backend == "embedded":
-        return Config.embedded(tmp_path / "data", num_shards=num_shards, namespace=ns, **SMALL)
-    return Config.redis(redis_server.url, data_dir=str(tmp_path / "data"), num_shards=num_shards, namespace=ns,
-                        **SMALL)
+    return backend_config(backend, tmp_path, redis_server, num_shards=num_shards, namespace=ns, **SMALL)
 
 
 def fill(bus):

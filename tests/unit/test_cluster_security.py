@@ -16,12 +16,12 @@ import re
 import shlex
 import stat
 import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import pytest
-
-from tests.unit.test_cluster_yaml import CLUSTER_YAML, index_of, load_raw, prepared, redis_env
+from tests.unit import test_cluster_yaml as cluster_yaml
+from tests.unit.test_cluster_yaml import CLUSTER_YAML, index_of, redis_env
 
 DEPLOY = CLUSTER_YAML.parent / "deploy"
 TOKEN = "/home/ray/.memorybus/ray_auth_token"
@@ -30,14 +30,8 @@ TLS_ENV = {"RAY_USE_TLS": "1", "RAY_TLS_SERVER_CERT": f"{TLS_DIR}/node.pem",
            "RAY_TLS_SERVER_KEY": f"{TLS_DIR}/node.key", "RAY_TLS_CA_CERT": f"{TLS_DIR}/ca.pem"}
 
 
-@pytest.fixture(scope="module")
-def raw() -> dict[str, Any]:
-    return load_raw()
-
-
-@pytest.fixture(scope="module")
-def cfg(raw: dict[str, Any]) -> dict[str, Any]:
-    return prepared(raw)
+# cluster.yaml as written and as Ray prepares it: test_cluster_yaml.py's fixtures
+raw, cfg = cluster_yaml.raw, cluster_yaml.cfg
 
 
 def env_of(command: str) -> dict[str, str]:
@@ -64,6 +58,21 @@ def ray_start_commands(cfg: dict[str, Any]) -> dict[str, list[str]]:
     return lists
 
 
+def assert_guarded(commands: list[str], guard: int, start: int, off: str, where: str) -> None:
+    """The check that stops a node (``guard``) runs before ``ray start``, and no command
+    turns the setting off (``off``)."""
+    assert guard < start, where
+    assert off not in " ".join(commands), where
+
+
+def env_files(cfg: dict[str, Any]) -> Iterator[tuple[str, list[str], str]]:
+    """``(key, commands, the command writing ~/.memorybus.env)`` of the head's and the
+    workers' setup commands."""
+    for key in ("head_setup_commands", "worker_setup_commands"):
+        commands = cfg[key]
+        yield key, commands, commands[index_of(commands, "> ~/.memorybus.env")]
+
+
 def run(command: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
     return subprocess.run(command, env={**os.environ, **env}, capture_output=True, text=True, timeout=60,
                           check=False)
@@ -81,14 +90,11 @@ def test_every_ray_start_uses_token_auth_with_the_mounted_token(raw: dict[str, A
         assert env_of(commands[start]) == {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN_PATH": TOKEN, **TLS_ENV}, where
         # no node starts Ray without the token (a head would run open, a worker could not join)
         guard = index_of(commands, f"test -s {TOKEN}", "exit 1")
-        assert guard < start, where
-        assert "RAY_AUTH_MODE=disabled" not in " ".join(commands), where
+        assert_guarded(commands, guard, start, "RAY_AUTH_MODE=disabled", where)
 
 
 def test_every_process_on_a_node_gets_the_token_settings(cfg: dict[str, Any]) -> None:
-    for key in ("head_setup_commands", "worker_setup_commands"):
-        commands = cfg[key]
-        env_file = commands[index_of(commands, "> ~/.memorybus.env")]
+    for key, commands, env_file in env_files(cfg):
         assert "'export RAY_AUTH_MODE=token'" in env_file, key
         assert f"'export RAY_AUTH_TOKEN_PATH={TOKEN}'" in env_file, key
         assert "umask 077" in env_file
@@ -126,14 +132,11 @@ def test_every_ray_start_uses_tls_with_a_certificate_made_on_its_node(raw: dict[
         # no node starts Ray without its certificate (it would run plaintext, or not join)
         guard = index_of(commands, f"test -s {TLS_DIR}/node.pem", "exit 1")
         assert f"test -s {TLS_DIR}/node.key" in commands[guard] and f"test -s {TLS_DIR}/ca.pem" in commands[guard]
-        assert guard < start, where
-        assert "RAY_USE_TLS=0" not in " ".join(commands), where
+        assert_guarded(commands, guard, start, "RAY_USE_TLS=0", where)
 
 
 def test_every_process_on_a_node_gets_the_tls_settings(cfg: dict[str, Any]) -> None:
-    for key in ("head_setup_commands", "worker_setup_commands"):
-        commands = cfg[key]
-        env_file = commands[index_of(commands, "> ~/.memorybus.env")]
+    for key, commands, env_file in env_files(cfg):
         for name, value in TLS_ENV.items():
             assert f"'export {name}={value}'" in env_file, (key, name)
         # the certificate is made after the environment file and before anything starts Ray

@@ -190,7 +190,8 @@ def test_redis_listens_privately_with_a_password(cfg: dict[str, Any]) -> None:
     assert "0.0.0.0" not in bind and bind.startswith("'127.0.0.1 $HEAD_IP")
     cmd = cfg["head_setup_commands"][index_of(cfg["head_setup_commands"], "MEMORYBUS_REDIS_PORT")]
     assert "HEAD_IP=$(python -c 'import ray.util; print(ray.util.get_node_ip_address())')" in cmd
-    script = (CLUSTER_YAML.parent / "deploy" / "redis.sh").read_text()
+    deploy = CLUSTER_YAML.parent / "deploy"
+    script = (deploy / "redis.sh").read_text() + (deploy / "redis_common.sh").read_text()
     assert "aclfile" in script and "user default off" in script and "protected-mode yes" in script
     assert "requirepass" not in script  # the bus has its own ACL user (tests/unit/test_cluster_security.py)
 

@@ -33,8 +33,7 @@ def write_many(w: World, items: list[tuple[str, Scope]], *, publish: bool = True
 def test_an_event_crosses_processes_as_its_log_record(tmp_path):
     async def main():
         w = World(tmp_path)
-        sub = Subscriber()
-        await w.hub.subscribe("s", Context("acme", "u1"), EventFilter(), sub, "on_events")
+        sub = await w.subscriber()
         w.write("the log's bytes", Scope("acme"))
         await until(lambda: len(sub.got) == 1)
         live = sub.got[0]

@@ -16,6 +16,7 @@ from memorybus.storage.vectors import EdgeVectorIndex
 
 DIM = 8
 OWNER = Context("acme", "u1", "writer")
+U1 = Context("acme", "u1")
 
 
 class Subscriber:
@@ -57,6 +58,16 @@ class World:
         kw.setdefault("targets", self.targets)
         return Hub(SqliteKV(self.kv_path), read_events, last_seqs, deliver, **kw)
 
+    async def subscribe(self, target, name="s", context=U1, **kw):
+        """``target.on_events`` subscribed as ``name``, every event it may see; the hub's answer."""
+        return await self.hub.subscribe(name, context, EventFilter(), target, "on_events", **kw)
+
+    async def subscriber(self, name="s", context=U1, *, fail_first=0, **kw):
+        """A :class:`Subscriber` (failing its first ``fail_first`` deliveries), subscribed."""
+        sub = Subscriber(fail_first)
+        await self.subscribe(sub, name, context, **kw)
+        return sub
+
     def write(self, content, scope, context=OWNER, publish=True):
         v = self.rng.normal(size=DIM).astype(np.float32)
         self.shard.on_events = self.hub.publish if publish else None
@@ -80,7 +91,7 @@ def test_push_in_order_visible_and_filtered(tmp_path):
         w = World(tmp_path)
         u2 = Subscriber()
         tags = Subscriber()
-        await w.hub.subscribe("u2", Context("acme", "u2"), EventFilter(), u2, "on_events")
+        await w.subscribe(u2, "u2", Context("acme", "u2"))
         await w.hub.subscribe("tags", Context("acme", "u1"), EventFilter.of(events=["remembered"], levels=["org"]),
                               tags, "on_events")
         for i in range(5):
@@ -99,8 +110,7 @@ def test_push_in_order_visible_and_filtered(tmp_path):
 def test_lost_publish_is_replayed_from_the_log(tmp_path):
     async def main():
         w = World(tmp_path)
-        sub = Subscriber()
-        await w.hub.subscribe("s", Context("acme", "u1"), EventFilter(), sub, "on_events")
+        sub = await w.subscriber()
         w.write("one", Scope("acme"))
         w.write("two (push lost)", Scope("acme"), publish=False)
         w.write("three", Scope("acme"))  # its seq shows a gap: replay
@@ -114,8 +124,7 @@ def test_lost_publish_is_replayed_from_the_log(tmp_path):
 def test_failed_delivery_is_retried_without_loss(tmp_path):
     async def main():
         w = World(tmp_path)
-        sub = Subscriber(fail_first=2)
-        await w.hub.subscribe("s", Context("acme", "u1"), EventFilter(), sub, "on_events")
+        sub = await w.subscriber(fail_first=2)
         for i in range(10):
             w.write(f"e{i}", Scope("acme"))
         await until(lambda: len(sub.got) == 10)
@@ -136,7 +145,7 @@ def test_slow_subscriber_never_blocks_writers_and_catches_up(tmp_path):
 
         sub = Slow()
         w.hub = w.new_hub(queue_limit=5, batch_size=3)
-        await w.hub.subscribe("s", Context("acme", "u1"), EventFilter(), sub, "on_events")
+        await w.subscribe(sub)
         await until(lambda: not w.hub.find(Context("acme", "u1"), "s").needs_replay)
         assert w.hub.find(Context("acme", "u1"), "s").replays == 0  # nothing was lost yet
         w.write("e0", Scope("acme"))
@@ -158,8 +167,7 @@ def test_slow_subscriber_never_blocks_writers_and_catches_up(tmp_path):
 def test_resubscribe_resumes_after_acknowledged_events(tmp_path):
     async def main():
         w = World(tmp_path)
-        first = Subscriber()
-        await w.hub.subscribe("durable", Context("acme", "u1"), EventFilter(), first, "on_events")
+        first = await w.subscriber("durable")
         for i in range(3):
             w.write(f"before {i}", Scope("acme"))
         await until(lambda: len(first.got) == 3)
@@ -172,7 +180,7 @@ def test_resubscribe_resumes_after_acknowledged_events(tmp_path):
         for i in range(4):
             w.write(f"while away {i}", Scope("acme"))
         second = Subscriber()
-        cursors = await w.hub.subscribe("durable", Context("acme", "u1"), EventFilter(), second, "on_events")
+        cursors = await w.subscribe(second, "durable")
         assert cursors[Scope("acme").key] == 3
         await until(lambda: len(second.got) == 4)
         assert contents(second.got) == [f"while away {i}" for i in range(4)]
@@ -190,7 +198,7 @@ def test_cursor_writes_are_coalesced_and_a_hub_crash_only_redelivers(tmp_path):
         w.hub = w.new_hub(cursor_flush_seconds=0.2)
         subs = [Subscriber() for _ in range(10)]
         for i, sub in enumerate(subs):
-            await w.hub.subscribe(f"s{i}", Context("acme", f"u{i}"), EventFilter(), sub, "on_events")
+            await w.subscribe(sub, f"s{i}", Context("acme", f"u{i}"))
         writes_before = w.hub.cursor_writes
         for i in range(20):
             w.write(f"e{i}", Scope("acme"))
@@ -213,8 +221,7 @@ def test_cursor_writes_are_coalesced_and_a_hub_crash_only_redelivers(tmp_path):
             task.cancel()
         w.hub = w.new_hub()
         w.write("e23", Scope("acme"))
-        again = Subscriber()
-        await w.hub.subscribe("s0", Context("acme", "u0"), EventFilter(), again, "on_events")
+        again = await w.subscriber("s0", Context("acme", "u0"))
         await until(lambda: any(e.node.content == "e23" for e in again.got))
         assert contents(again.got) == ["e20", "e21", "e22", "e23"]  # at least once: 3 again
         seen += contents(app.accept(again.got))
@@ -246,8 +253,7 @@ def test_start_position(tmp_path, start):
     async def main():
         w = World(tmp_path)
         w.write("old", Scope("acme"))
-        sub = Subscriber()
-        await w.hub.subscribe("s", Context("acme"), EventFilter(), sub, "on_events", start)
+        sub = await w.subscriber("s", Context("acme"), start=start)
         w.write("new", Scope("acme"))
         await until(lambda: "new" in contents(sub.got))
         assert contents(sub.got) == (["new"] if start == "now" else ["old", "new"])
@@ -265,7 +271,7 @@ def test_a_subscription_belongs_to_the_context_that_created_it(tmp_path):
         bob = Context("initech", "bob", "spy")
         subs = {c: Subscriber() for c in (alice, carol, bob)}
         for c, s in subs.items():
-            await w.hub.subscribe("planner-feed", c, EventFilter(), s, "on_events")
+            await w.subscribe(s, "planner-feed", c)
         for i in range(7):
             w.write(f"alice note {i}", Scope("acme", "alice"), alice)
         for i in range(3):
@@ -319,7 +325,7 @@ def test_replay_from_the_start_of_a_long_log_is_paged(tmp_path):
                 self.got.extend(batch)
 
         sub = Watching()
-        await w.hub.subscribe("s", Context("acme", "u1"), EventFilter(), sub, "on_events", "beginning")
+        await w.subscribe(sub, start="beginning")
         for i in range(300, 310):  # live writes during the replay come from the log too
             w.write(f"e{i}", Scope("acme"))
         await until(lambda: len(sub.got) >= 310)
@@ -359,10 +365,10 @@ def test_erase_principal_deletes_its_subscriptions_and_cursors_only(tmp_path):
     async def main():
         w = World(tmp_path)
         mine, other, foreign = Subscriber(), Subscriber(), Subscriber()
-        await w.hub.subscribe("a", Context("acme", "alice", "planner"), EventFilter(), mine, "on_events")
-        await w.hub.subscribe("b", Context("acme", "alice", "scribe"), EventFilter(), mine, "on_events")
-        await w.hub.subscribe("c", Context("acme", "bob"), EventFilter(), other, "on_events")
-        await w.hub.subscribe("d", Context("globex", "alice"), EventFilter(), foreign, "on_events")
+        await w.subscribe(mine, "a", Context("acme", "alice", "planner"))
+        await w.subscribe(mine, "b", Context("acme", "alice", "scribe"))
+        await w.subscribe(other, "c", Context("acme", "bob"))
+        await w.subscribe(foreign, "d", Context("globex", "alice"))
         assert w.hub.erase_principal("acme", "alice", dry_run=True) == 2
         assert len(w.hub.subs) == 4
         assert w.hub.erase_principal("acme", "alice") == 2

@@ -34,7 +34,7 @@ def test_a_named_target_that_comes_back_after_a_cluster_restart_gets_what_it_mis
     async def main():
         w = World(tmp_path)
         first = w.targets.register("feed-worker", Subscriber())
-        await w.hub.subscribe("feed", ALICE, EventFilter(), first, "on_events")
+        await w.subscribe(first, "feed", ALICE)
         sub = w.hub.find(ALICE, "feed")
         assert sub.ref == TargetRef(name="feed-worker", namespace="local")
         for i in range(3):
@@ -69,7 +69,7 @@ def test_a_target_found_gone_while_running_is_parked_and_removable(tmp_path):
     async def main():
         w = World(tmp_path)
         worker = w.targets.register("w", Subscriber())
-        await w.hub.subscribe("feed", ALICE, EventFilter(), worker, "on_events")
+        await w.subscribe(worker, "feed", ALICE)
         w.write("one", Scope("acme"))
         await until(lambda: len(worker.got) == 1)
         worker.gone = True  # the actor died (the hub actor reports ActorUnavailable)
@@ -91,7 +91,7 @@ def test_an_unnamed_target_from_another_cluster_stays_parked_until_its_owner_sub
     async def main():
         w = World(tmp_path)
         old = Subscriber()  # not registered: an unnamed actor
-        await w.hub.subscribe("feed", ALICE, EventFilter(), old, "on_events")
+        await w.subscribe(old, "feed", ALICE)
         w.write("one", Scope("acme"))
         await until(lambda: len(old.got) == 1)
         restart(w)  # the same cluster: its unnamed handle is found again
@@ -102,8 +102,7 @@ def test_an_unnamed_target_from_another_cluster_stays_parked_until_its_owner_sub
         sub = w.hub.find(ALICE, "feed")
         assert "unnamed" in sub.parked
         w.write("two", Scope("acme"))
-        new = Subscriber()
-        await w.hub.subscribe("feed", ALICE, EventFilter(), new, "on_events")
+        new = await w.subscriber("feed", ALICE)
         await until(lambda: contents(new.got) == ["two"])
         assert not sub.parked
 
@@ -138,7 +137,7 @@ def test_restore_survives_unreadable_and_old_records(tmp_path):
     async def main():
         w = World(tmp_path)
         keep = w.targets.register("keep", Subscriber())
-        await w.hub.subscribe("keep", ALICE, EventFilter(), keep, "on_events")
+        await w.subscribe(keep, "keep", ALICE)
         w.hub.flush()
         kv = SqliteKV(w.kv_path)
         old_owner = Context("acme", "bob")

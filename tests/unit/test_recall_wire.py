@@ -15,20 +15,13 @@ from memorybus.model import MemoryKind, MemoryStatus
 from memorybus.retrieval.options import RecallOptions
 from memorybus.retrieval.wire import MAX_PACKED, RecallRequest, pack_request, unpack_request, vector_bytes
 from memorybus.scopes import Context
+from tests.unit.test_direct_channel import Plant
 
 CTX = Context("acme", "u1", "planner", "s1", roles={"lead", "ops"}, credential="mbc1.abc.def")
 FULL = RecallRequest(CTX, 7, [MemoryKind.EPISODIC], [MemoryStatus.ACTIVE, MemoryStatus.ARCHIVED], "deploy?",
                      RecallOptions(start=1.0, end=2e9, neighbors=2, touch=False, min_relevance=0.3,
                                    key_prefix="lg/"),
                      vector_bytes(np.arange(8, dtype=np.float32)))  # fmt: skip
-
-
-class Plant:
-    def __init__(self, path: str) -> None:
-        self.path = path
-
-    def __reduce__(self):
-        return (open, (self.path, "w"))
 
 
 def test_every_field_survives_the_round_trip():

@@ -7,19 +7,16 @@ from datetime import UTC, datetime
 import numpy as np
 import pytest
 
-from memorybus import MemoryNode, RankingWeights, Scope
+from memorybus import MemoryNode, Scope
 from memorybus.retrieval.keyword import KeywordIndex
 from memorybus.retrieval.ranking import rank
 from memorybus.retrieval.structure import RecallIndex
 from memorybus.retrieval.text import tokens
+from tests.unit.test_retrieval_ranking import PLAIN
 
 NOW = datetime(2024, 1, 1, tzinfo=UTC).timestamp()
 SCOPE = Scope("acme", "u1")
-W = RankingWeights(
-    salience=0.0, recency=0.0, importance=0.0, confidence=0.0, speaker=0.0, neighbor=0.0, thread=0.0, time=0.0,
-    neighbor_candidates=0, thread_centroid=0.0, graph=0.0, min_relevance=0.0, dense_zero=0.0, dense_full=1.0,
-    length=0.0,
-)  # fmt: skip
+W = PLAIN  # only the dense similarity and the keyword evidence count
 
 
 def test_match_scores_every_matching_document_and_its_top_is_search():

@@ -35,6 +35,23 @@ def ts(y, m, d):
     return datetime(y, m, d, tzinfo=UTC).timestamp()
 
 
+#: two sessions of a small chat (tests/integration/test_recall_hybrid.py stores them too)
+SESSIONS = {
+    ("s1", ts(2023, 5, 8)): [
+        ("Ana", "I finally adopted a dog from the shelter!"),
+        ("Ben", "No way, what breed is it?"),
+        ("Ana", "A beagle mix, she is three years old."),
+        ("Ben", "Cute. I spent the weekend fixing my bike."),
+    ],
+    ("s2", ts(2023, 7, 2)): [
+        ("Ben", "I started a pottery class on Tuesdays."),
+        ("Ana", "Fun! Did you make anything yet?"),
+        ("Ben", "A lopsided bowl, my kids loved it."),
+        ("Ana", "I took the beagle hiking in the hills."),
+    ],
+}
+
+
 def make_shard(tmp_path, ranking=None, name="s"):
     return Shard(
         "shard-0",
@@ -48,22 +65,8 @@ def make_shard(tmp_path, ranking=None, name="s"):
 
 def conversation():
     """Two sessions of a small chat, declared as threads; content carries a leading date stamp."""
-    sessions = {
-        ("s1", ts(2023, 5, 8)): [
-            ("Ana", "I finally adopted a dog from the shelter!"),
-            ("Ben", "No way, what breed is it?"),
-            ("Ana", "A beagle mix, she is three years old."),
-            ("Ben", "Cute. I spent the weekend fixing my bike."),
-        ],
-        ("s2", ts(2023, 7, 2)): [
-            ("Ben", "I started a pottery class on Tuesdays."),
-            ("Ana", "Fun! Did you make anything yet?"),
-            ("Ben", "A lopsided bowl, my kids loved it."),
-            ("Ana", "I took the beagle hiking in the hills."),
-        ],
-    }
     nodes = []
-    for (session, when), turns in sessions.items():
+    for (session, when), turns in SESSIONS.items():
         for i, (who, text) in enumerate(turns):
             day = datetime.fromtimestamp(when, UTC)
             nodes.append(

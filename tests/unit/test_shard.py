@@ -34,15 +34,15 @@ def clock():
     return ManualClock()
 
 
+def open_shard(tmp_path, clock, **kw):
+    """A shard on r.sqlite and the vector directory v in ``tmp_path`` (reopens an existing one)."""
+    return Shard("shard-0", SqliteStore(tmp_path / "r.sqlite"), EdgeVectorIndex(tmp_path / "v", 384), dim=384,
+                 clock=clock, **kw)  # fmt: skip
+
+
 @pytest.fixture
 def shard(tmp_path, clock):
-    s = Shard(
-        "shard-0",
-        SqliteStore(tmp_path / "r.sqlite"),
-        EdgeVectorIndex(tmp_path / "v", 384),
-        dim=384,
-        clock=clock,
-    )
+    s = open_shard(tmp_path, clock)
     yield s
     s.close()
 
@@ -153,21 +153,14 @@ def test_retried_put_is_idempotent(shard, embedder):
 
 
 def test_rebuild_from_store_restores_index(tmp_path, embedder, clock):
-    store = SqliteStore(tmp_path / "r.sqlite")
-    s = Shard("shard-0", store, EdgeVectorIndex(tmp_path / "v", 384), dim=384, clock=clock)
+    s = open_shard(tmp_path, clock)
     put(s, embedder, U1, [f"fact number {i} about topic {i}" for i in range(25)])
     s.close()
     # the index directory is thrown away entirely: it is derived data
     import shutil
 
     shutil.rmtree(tmp_path / "v")
-    s2 = Shard(
-        "shard-0",
-        SqliteStore(tmp_path / "r.sqlite"),
-        EdgeVectorIndex(tmp_path / "v", 384),
-        dim=384,
-        clock=clock,
-    )
+    s2 = open_shard(tmp_path, clock)
     assert s2.count() == 25 and s2.index.count() == 25
     hits = s2.search(U1, embedder.encode(["fact number 7 about topic 7"])[0], 1)
     assert hits[0].node.content == "fact number 7 about topic 7"
@@ -190,8 +183,7 @@ def test_recall_counts_access_and_flushes(shard, embedder, clock):
 def test_pending_access_statistics_are_due_by_age_and_written_on_close(tmp_path, embedder, clock):
     import time
 
-    s = Shard("shard-0", SqliteStore(tmp_path / "r.sqlite"), EdgeVectorIndex(tmp_path / "v", 384), dim=384,
-              clock=clock, touch_flush_seconds=2.0)  # fmt: skip
+    s = open_shard(tmp_path, clock, touch_flush_seconds=2.0)
     (n,) = put(s, embedder, U1, ["remember the milk"])
     assert not s.touches_due()  # nothing pending
     s.search(U1, embedder.encode(["milk"])[0], 1)

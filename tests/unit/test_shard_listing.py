@@ -3,15 +3,10 @@
 import numpy as np
 import pytest
 
-from memorybus import Context, InvalidRequest, ManualClock, MemoryKind, MemoryNode, MemoryStatus, RecallOptions, Scope
-from memorybus.shard import Shard
-from memorybus.storage.sqlite import SqliteStore
-from memorybus.storage.vectors import EdgeVectorIndex
+from memorybus import InvalidRequest, ManualClock, MemoryKind, MemoryStatus, RecallOptions, Scope
+from tests.unit.test_shard import U1, U2, open_shard, put
 
 pytestmark = pytest.mark.model
-
-U1 = Context("acme", "u1", "planner", "s1")
-U2 = Context("acme", "u2", "planner", "s2")
 
 
 @pytest.fixture
@@ -21,14 +16,9 @@ def clock():
 
 @pytest.fixture
 def shard(tmp_path, clock):
-    s = Shard("shard-0", SqliteStore(tmp_path / "r.sqlite"), EdgeVectorIndex(tmp_path / "v", 384), dim=384, clock=clock)
+    s = open_shard(tmp_path, clock)
     yield s
     s.close()
-
-
-def put(shard, embedder, ctx, texts, scope=None, **kw):
-    nodes = [MemoryNode(content=t, scope=scope or ctx.scope, **kw) for t in texts]
-    return shard.put_many(ctx, nodes, embedder.encode(texts))
 
 
 def test_list_is_ordered_paged_and_visibility_bound(shard, embedder, clock):

@@ -1,0 +1,48 @@
+"""``memorybus mcp`` as a server process for the integration tests: started in its own
+session with its output in a log file, waited for until its port accepts, stopped
+with its whole process group."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+
+
+@contextmanager
+def server_process(
+    cmd: list[str], log_path: Path, port: int, *, timeout: float, what: str
+) -> Iterator[subprocess.Popen[bytes]]:
+    """Run ``cmd`` until the block ends; the block starts once 127.0.0.1:``port`` accepts.
+
+    The test fails (with the log's tail) if the process exits first or the port does not
+    open within ``timeout`` seconds; ``what`` names the server in that message.
+    """
+    log = open(log_path, "wb")  # noqa: SIM115 - closed once the process is stopped
+    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            assert proc.poll() is None, log_path.read_text()[-3000:]
+            with socket.socket() as s:
+                if s.connect_ex(("127.0.0.1", port)) == 0:
+                    break
+            time.sleep(0.5)
+        else:
+            pytest.fail(f"the {what} server did not start: " + log_path.read_text()[-3000:])
+        yield proc
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=10)
+        log.close()
