@@ -64,7 +64,7 @@ def _write(config: Any, n: int, batch: int, seed: int) -> float:
         for start in range(0, n, batch):
             m = min(batch, n - start)
             nodes = [MemoryNode(content=_text(rng), scope=scope) for _ in range(m)]
-            vecs = vec_rng.standard_normal((m, config.embedding_dim)).astype(np.float32)
+            vecs = vec_rng.standard_normal((m, config.vector_dim())).astype(np.float32)
             vecs /= np.linalg.norm(vecs, axis=1, keepdims=True)
             shard.put_many(ctx, nodes, vecs)
         shard.flush()
