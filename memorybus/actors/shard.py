@@ -181,11 +181,16 @@ class ShardActor(OperatorCalls):
     def assert_fact(
         self, context: Context, node: MemoryNode, strategy: str | None, op: str | None = None
     ) -> FactResult:
+        """One assertion, group-committed with the ones other callers make meanwhile
+        (see :mod:`memorybus.shard.factgroup`)."""
         context = self._gate.admit(context, "assert_fact", write=True)
-        return self._embedded(
-            lambda shard: shard.embedding_texts(context, [node]),
-            lambda shard, vectors: shard.assert_fact(context, node, _row(vectors), strategy, op=op),
-        )
+        shard = self._s()
+
+        def write(vectors: np.ndarray) -> FactResult:
+            with self._metrics.counting("write"):  # the group takes the write lock itself
+                return shard.assert_fact_grouped(context, node, _row(vectors), strategy, op=op)
+
+        return self._ingest.run(shard, lambda s: s.embedding_texts(context, [node]), write)
 
     @ray.method(concurrency_group="ingest")
     def assert_facts(
