@@ -24,12 +24,12 @@ from __future__ import annotations
 import dataclasses
 import threading
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
 from memorybus.conflicts import Strategy
-from memorybus.errors import OutcomeUnknown
+from memorybus.errors import OutcomeUnknown, StoreUnavailable
 from memorybus.model import MemoryNode
 from memorybus.scopes import Context
 from memorybus.shard.facts import Assertion, FactResult
@@ -108,9 +108,8 @@ class FactGroups:
                 with self._cond:
                     self._leading = False
                     self._cond.notify_all()
-        if me.error is not None:
-            raise me.error
-        assert me.result is not None  # a done call has an answer or an error
+        if me.result is None:  # a done call has its answer or its error
+            raise me.error or StoreUnavailable("shard", "the group commit gave no answer")
         return me.result
 
     def _commit(self, group: list[_Waiting]) -> None:
@@ -118,7 +117,7 @@ class FactGroups:
         try:
             with self.core.gate.write():
                 self._run(group)
-        except BaseException as exc:  # the gate or the store's settling failed: every call's
+        except BaseException as exc:  # whatever stopped the group is its waiting callers': each raises it
             for w in group:
                 if w.result is None and w.error is None:
                     w.error = exc
@@ -147,7 +146,7 @@ class FactGroups:
                     w.error = OutcomeUnknown(exc.backend, exc.detail, w.op or "")
                 self._count(1, len(pending))
                 return
-            except Exception:  # whose it is, each call alone tells
+            except Exception:  # a call's own error sank the group: each call alone tells whose
                 break
             for (w, _), answer in zip(pending, answers, strict=True):
                 w.result = answer[0]
@@ -161,7 +160,7 @@ class FactGroups:
             w.result = self.facts.commit_calls([call], [w.item])[0][0]
         except Recorded as done:
             w.result = _first(done.answer)
-        except Exception as exc:  # this call's own error
+        except Exception as exc:  # this call's own error, handed to its waiting caller
             w.error = exc
         self._count(1, 1)
 
@@ -173,6 +172,4 @@ class FactGroups:
 
 def _first(answer: Any) -> FactResult:
     """A recorded answer of an assertion call (a list of results): its first."""
-    result = answer[0]
-    assert isinstance(result, FactResult)  # an "assert" record holds results
-    return result
+    return cast(FactResult, answer[0])

@@ -133,7 +133,7 @@ def test_one_calls_error_is_its_own(tmp_path, embedder, clock):
         clash = replace(items[1][0], id=items[0][0].id)  # the id of a stored memory, another record
         held = Held(shard)
         threads, out = run_threads(shard, [items[2] + ("lead",), (clash, items[1][1], None),
-                                           items[0] + ("first",)] + [c + (None,) for c in items[3:]])  # fmt: skip
+                                           items[0] + ("first",)] + [(*c, None) for c in items[3:]])  # fmt: skip
         threads[0].start()
         wait_for(lambda: shard.fact_groups._leading and not queued(shard), "the first call leads")
         for t in threads[1:]:
@@ -146,7 +146,7 @@ def test_one_calls_error_is_its_own(tmp_path, embedder, clock):
             t.join(60)
         assert isinstance(out[1], VersionConflict)
         assert out[2].outcome == first.outcome == "created" and out[2].node.id == first.node.id  # its record
-        rest = [out[0]] + out[3:]
+        rest = [out[0], *out[3:]]
         assert all(not isinstance(r, Exception) for r in rest), rest
         for r in rest:
             assert r.write_id in {e.data["write"] for e in shard.history(U1, r.node.key, USER)}
