@@ -72,6 +72,11 @@ class FactGroups:
         with self._cond:
             return {"calls": self.calls, "commits": self.commits}
 
+    def queued(self) -> tuple[bool, list[str]]:
+        """Whether a call leads a commit now, and the ids of the assertions queued."""
+        with self._cond:
+            return self._leading, [w.item.node.id for w in self._queue]
+
     def assert_fact(
         self,
         context: Context,

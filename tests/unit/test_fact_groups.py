@@ -75,7 +75,11 @@ def run_threads(shard, calls):
 
 
 def queued(shard):
-    return [w.item.node.id for w in shard.fact_groups._queue]
+    return shard.fact_groups.queued()[1]
+
+
+def leading(shard):
+    return shard.fact_groups.queued()[0]
 
 
 def test_concurrent_single_assertions_commit_in_groups_resolved_as_in_order(tmp_path, embedder, clock):
@@ -87,7 +91,7 @@ def test_concurrent_single_assertions_commit_in_groups_resolved_as_in_order(tmp_
         held = Held(shard)
         threads, out = run_threads(shard, [(n, v, f"op-{i}") for i, (n, v) in enumerate(items)])
         threads[0].start()  # it leads: its commit waits for the lock
-        wait_for(lambda: shard.fact_groups._leading and not queued(shard), "the first call leads")
+        wait_for(lambda: leading(shard) and not queued(shard), "the first call leads")
         for t in threads[1:]:
             t.start()
         wait_for(lambda: len(queued(shard)) == 15, "the others queue behind it")
@@ -135,7 +139,7 @@ def test_one_calls_error_is_its_own(tmp_path, embedder, clock):
         threads, out = run_threads(shard, [items[2] + ("lead",), (clash, items[1][1], None),
                                            items[0] + ("first",)] + [(*c, None) for c in items[3:]])  # fmt: skip
         threads[0].start()
-        wait_for(lambda: shard.fact_groups._leading and not queued(shard), "the first call leads")
+        wait_for(lambda: leading(shard) and not queued(shard), "the first call leads")
         for t in threads[1:]:
             t.start()
         wait_for(lambda: len(queued(shard)) == len(threads) - 1, "the others queue behind it")
