@@ -22,6 +22,7 @@ each names the one it sent before (:class:`~memorybus.shard.gate.CallOrder`).
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Sequence
 from typing import TypeVar
 
@@ -29,6 +30,7 @@ import numpy as np
 
 from memorybus.actors.embedder import EmbedderPool
 from memorybus.config import Config
+from memorybus.errors import ActorUnavailable
 from memorybus.model import MemoryNode
 from memorybus.scopes import Context
 from memorybus.shard import Shard
@@ -48,6 +50,14 @@ class Ingest:
         self.config = config
         self.pool = EmbedderPool(config)
         self.order = CallOrder()
+        self.together = Together(lambda texts: self.pool.encode(texts, self.config.write_timeout))
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        """The vectors of ``texts`` (none: no rows), asked for with the texts of the calls
+        that wait meanwhile (see :class:`Together`)."""
+        if not texts:
+            return np.zeros((0, self.config.vector_dim()), dtype=np.float32)
+        return self.together.encode(texts)
 
     def run(
         self,
@@ -109,3 +119,63 @@ class Ingest:
             if not self.order.wait(after, "arrived", min(self.ARRIVAL, self.config.write_timeout or self.ARRIVAL)):
                 return
         self.order.wait(after, step, self.config.write_timeout)
+
+
+class _Texts:
+    __slots__ = ("done", "error", "rows", "texts")
+
+    def __init__(self, texts: list[str]) -> None:
+        self.texts = texts
+        self.done = False
+        self.rows: np.ndarray | None = None
+        self.error: BaseException | None = None
+
+
+class Together:
+    """Concurrent calls' embeddings asked for in one request: while one request is out,
+    the texts of the calls that come meanwhile queue, and the next request takes them
+    all (one Ray call to the embedder for the lot, each call getting its own rows). A
+    failed request fails the calls it carried (the texts are checked before)."""
+
+    def __init__(self, encode: Callable[[list[str]], np.ndarray]) -> None:
+        self._encode = encode
+        self._cond = threading.Condition()
+        self._queue: list[_Texts] = []
+        self._leading = False
+
+    def encode(self, texts: list[str]) -> np.ndarray:
+        me = _Texts(texts)
+        with self._cond:
+            self._queue.append(me)
+            while not me.done and self._leading:
+                self._cond.wait()
+            lead = not me.done
+            self._leading = self._leading or lead
+        if lead:
+            try:
+                while not me.done:
+                    with self._cond:
+                        group, self._queue = self._queue, []
+                    self._one_request(group)
+            finally:
+                with self._cond:
+                    self._leading = False
+                    self._cond.notify_all()
+        if me.rows is None:  # a done call has its rows or its error
+            raise me.error or ActorUnavailable("embedder", "the request gave no vectors")
+        return me.rows
+
+    def _one_request(self, group: list[_Texts]) -> None:
+        try:
+            rows = self._encode([t for g in group for t in g.texts])
+            start = 0
+            for g in group:
+                g.rows, start = rows[start : start + len(g.texts)], start + len(g.texts)
+        except BaseException as exc:  # whatever the request raised is its waiting callers': each raises it
+            for g in group:
+                g.error = exc
+        finally:
+            with self._cond:
+                for g in group:
+                    g.done = True
+                self._cond.notify_all()

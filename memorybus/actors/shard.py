@@ -181,11 +181,16 @@ class ShardActor(OperatorCalls):
     def assert_fact(
         self, context: Context, node: MemoryNode, strategy: str | None, op: str | None = None
     ) -> FactResult:
+        """One assertion, embedded and group-committed with the ones other callers make
+        meanwhile (see :mod:`memorybus.shard.factgroup`): one Ray call to the embedder
+        and one store commit serve every call that meets."""
         context = self._gate.admit(context, "assert_fact", write=True)
-        return self._embedded(
-            lambda shard: shard.embedding_texts(context, [node]),
-            lambda shard, vectors: shard.assert_fact(context, node, _row(vectors), strategy, op=op),
-        )
+        shard = self._s()
+        with shard.gate.read():
+            texts = shard.embedding_texts(context, [node])
+        vectors = self._ingest.embed(texts)  # asked for with the texts of calls beside it
+        with self._metrics.counting("write"):  # the group takes the write lock itself
+            return shard.assert_fact_grouped(context, node, _row(vectors), strategy, op=op)
 
     @ray.method(concurrency_group="ingest")
     def assert_facts(

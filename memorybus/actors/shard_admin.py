@@ -129,15 +129,17 @@ class OperatorCalls:
         objects it leaves unscanned (frozen after the shard's rebuild), how many
         recalls its direct channel answered, how many connections it refused (no or a
         bad hello, over a cap), how many it serves now and how many of them have not
-        said hello yet."""
+        said hello yet; and ``fact_groups``: the single ``assert_fact`` calls it answered
+        and the store commits they took (see :mod:`memorybus.shard.factgroup`)."""
         self._gate.operator(auth, "stats")
-        counts = self._read(lambda shard: shard.stats())
+        counts, groups = self._read(lambda shard: (shard.stats(), shard.fact_groups.counts()))
         d = self._direct
         opened, pending = d.connections if d is not None else (0, 0)
         channel = {"direct_recalls": d.served if d is not None else 0, "direct_refused": d.refused if d else 0,
                    "direct_connections": opened, "direct_pending": pending}
         return {**counts, "process": {"pid": os.getpid(), "gc_threshold": list(gc.get_threshold()),
-                                      "gc_frozen": gc.get_freeze_count(), **channel}}
+                                      "gc_frozen": gc.get_freeze_count(), **channel,
+                                      "fact_groups": groups}}
 
     @ray.method(concurrency_group="reads")
     def inspect(self, auth: str, memory_id: str) -> tuple[MemoryNode, list[Event]] | None:

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 
@@ -26,6 +26,20 @@ from memorybus.storage.base import SlotWrite, WriteBatch
 if TYPE_CHECKING:
     from memorybus.shard.ops import OpCall
 
+T = TypeVar("T")
+
+
+@dataclass(frozen=True, slots=True)
+class Assertion:
+    """One prepared assertion of a round: by ``context``, resolved with ``strategy``,
+    at ``now``, for the round's call number ``part``."""
+
+    context: Context
+    node: MemoryNode
+    strategy: Strategy
+    now: float
+    part: int
+
 
 @dataclass(slots=True)
 class FactResult:
@@ -39,6 +53,19 @@ class FactResult:
     outcome: str
     fact_seq: int
     write_id: str = ""
+
+
+@dataclass(slots=True)
+class Round:
+    """A round's write, staged: the batch and its events; per call its answer, its own
+    events (indexes) and what it wrote (for its audit entries); the in-memory apply."""
+
+    batch: WriteBatch
+    events: list[Event]
+    answers: list[list[FactResult]]
+    own: list[list[int]]
+    wrote: list[WriteBatch]
+    applied: Callable[[], None]
 
 
 class Facts(Job):
@@ -111,35 +138,64 @@ class Facts(Job):
         now = self.core.clock.now()
         if vectors is not None and len(vectors) != len(nodes):
             raise InvalidRequest("vectors", "do not match the nodes")
-        prepared: list[MemoryNode] = []
-        for i, node in enumerate(nodes):
-            if not isinstance(node, MemoryNode) or not node.key:
-                raise InvalidMemory("key", "a fact needs a key")
-            new = self.core.prepare_new(node, None if vectors is None else vectors[i], context, now)
-            check_source(new.source)
-            if self.core.is_authority(context):
-                new = evolve(new, tags=tuple(dict.fromkeys((*new.tags, AUTHORITY_TAG))))
-            prepared.append(new)
+        prepared = [self.prepare(context, node, None if vectors is None else vectors[i], now)
+                    for i, node in enumerate(nodes)]  # fmt: skip
         if len({n.id for n in prepared}) != len(prepared):
             raise InvalidRequest("nodes", "duplicate ids in one batch")
         call = self.core.op_call("assert", context, op)  # a re-execution is answered by the commit
+        items = [Assertion(context, new, chosen, now, 0) for new in prepared]
+
+        def attempt() -> list[FactResult]:
+            r = self._assert_round(items, 1)
+            return self.core.commit(call, r.batch, r.events, r.answers[0], r.applied)
+
+        return self.with_retries(attempt)
+
+    def commit_calls(self, calls: Sequence[OpCall], items: Sequence[Assertion]) -> list[list[FactResult]]:
+        """The assertions ``items`` of several calls (``item.part``: its call's index in
+        ``calls``), resolved in order as one :meth:`assert_facts` would, committed in one
+        transaction with each call's own operation record; each call's results. Raises
+        :class:`~memorybus.shard.ops.Recorded` when a call had committed before."""
+        from memorybus.shard.ops import Part
+
+        def attempt() -> list[list[FactResult]]:
+            r = self._assert_round(items, len(calls))
+            parts = [Part(call, r.answers[i], r.own[i], r.wrote[i]) for i, call in enumerate(calls)]
+            return self.core.commits.commit_group(parts, r.batch, r.events, r.applied)
+
+        return self.with_retries(attempt)
+
+    def prepare(self, context: Context, node: MemoryNode, vector: np.ndarray | None, now: float) -> MemoryNode:
+        """An assertion as it will be stored (a checked context), or InvalidMemory,
+        ScopeViolation, ...: nothing about it is left to fail but its commit."""
+        if not isinstance(node, MemoryNode) or not node.key:
+            raise InvalidMemory("key", "a fact needs a key")
+        new = self.core.prepare_new(node, vector, context, now)
+        check_source(new.source)
+        if self.core.is_authority(context):
+            new = evolve(new, tags=tuple(dict.fromkeys((*new.tags, AUTHORITY_TAG))))
+        return new
+
+    def with_retries(self, attempt: Callable[[], T]) -> T:
+        """``attempt()`` again while another writer moved a slot it read (bounded: the
+        last conflict is the caller's)."""
         for _ in range(self.core.policy.max_cas_retries - 1):
             with contextlib.suppress(VersionConflict):  # another writer moved a slot: read again
-                return self._assert_round(call, context, prepared, chosen, now)
-        return self._assert_round(call, context, prepared, chosen, now)  # the last conflict is the caller's
+                return attempt()
+        return attempt()
 
-    def _assert_round(
-        self, call: OpCall, context: Context, prepared: list[MemoryNode], strategy: Strategy, now: float
-    ) -> list[FactResult]:
-        """One optimistic attempt: read the slots, resolve in order, commit with CAS."""
-        event = self.core.event
+    def _assert_round(self, items: Sequence[Assertion], calls: int) -> Round:
+        """One optimistic attempt: read the slots, resolve ``items`` in order (each by
+        its own strategy, as its caller), stage the write of ``calls`` calls."""
         slots: dict[tuple[str, str], list[Any]] = {}  # -> [head_id, seq0, current, count, evidence, before]
         puts: dict[str, MemoryNode] = {}
         updates: dict[str, tuple[MemoryNode, int]] = {}
         events: list[Event] = []
-        results: list[FactResult] = []
+        results: list[tuple[int, FactResult]] = []
+        own: list[list[int]] = [[] for _ in range(calls)]  # each call's events
+        wrote: list[tuple[list[str], list[str]]] = [([], []) for _ in range(calls)]  # each call's puts, updates
 
-        def stage(changed: MemoryNode) -> None:
+        def stage(changed: MemoryNode, part: int) -> None:
             """Record a changed existing node (a put of this batch, or a CAS update)."""
             if changed.id in puts:
                 puts[changed.id] = changed
@@ -147,8 +203,15 @@ class Facts(Job):
                 updates[changed.id] = (changed, updates[changed.id][1])
             else:
                 updates[changed.id] = (changed, changed.version - 1)
+            (wrote[part][0] if changed.id in puts else wrote[part][1]).append(changed.id)
 
-        for new in prepared:
+        for item in items:
+            new, strategy, now, part = item.node, item.strategy, item.now, item.part
+
+            def event(kind: EventKind, node: MemoryNode, **data: Any) -> None:
+                own[part].append(len(events))  # noqa: B023 - used in this iteration only
+                events.append(self.core.event(kind, node, item.context, now, **data))  # noqa: B023
+
             slot_key = (new.scope.key, new.key or "")  # every prepared fact has a key
             if slot_key not in slots:
                 head_id, seq0, blob = self.core.store.fact_slot(*slot_key)
@@ -175,12 +238,11 @@ class Facts(Job):
                     source_ids=(*current.source_ids[-49:], new.id),
                     version=current.version + bump,
                 )
-                stage(reinforced)
+                stage(reinforced, part)
                 state[2] = reinforced
                 state[4] = self._observe(new, evidence, claim, True).record
-                events.append(event(EventKind.ASSERTED, reinforced, context, now, outcome="reinforced",
-                                          fact_seq=fact_seq, write=new.id))
-                results.append(FactResult(reinforced, True, None, "reinforced", fact_seq, new.id))
+                event(EventKind.ASSERTED, reinforced, outcome="reinforced", fact_seq=fact_seq, write=new.id)
+                results.append((part, FactResult(reinforced, True, None, "reinforced", fact_seq, new.id)))
                 continue
             if strategy is Strategy.EVIDENCE:
                 # claims are weighed in time order: a late-arriving report can still win; where it
@@ -195,38 +257,41 @@ class Facts(Job):
             bump = 0 if current is not None and (current.id in puts or current.id in updates) else 1
             if current is None:
                 outcome = "created"
-                events.append(event(EventKind.ASSERTED, fact, context, now, outcome=outcome,
-                                          fact_seq=fact_seq, write=fact.id))
+                event(EventKind.ASSERTED, fact, outcome=outcome, fact_seq=fact_seq, write=fact.id)
             elif decision.new_wins:
                 outcome = "superseded"
                 fact = evolve(fact, contradicts=(*fact.contradicts, current.id))
                 loser = evolve(current, status=MemoryStatus.DEPRECATED,
                                 valid_to=max(fact.valid_from, current.valid_from),
                                 contradicts=(*current.contradicts, fact.id), version=current.version + bump)
-                stage(loser)
-                events.append(event(EventKind.ASSERTED, fact, context, now, outcome=outcome, fact_seq=fact_seq,
-                                          write=fact.id, replaced=current.id, reason=decision.reason))
-                events.append(event(EventKind.DEPRECATED, loser, context, now, superseded_by=fact.id,
-                                          reason=decision.reason))
+                stage(loser, part)
+                event(EventKind.ASSERTED, fact, outcome=outcome, fact_seq=fact_seq, write=fact.id,
+                      replaced=current.id, reason=decision.reason)
+                event(EventKind.DEPRECATED, loser, superseded_by=fact.id, reason=decision.reason)
             else:
                 outcome = "rejected"
                 fact = evolve(fact, status=MemoryStatus.DEPRECATED, valid_to=fact.valid_from,
                                contradicts=(*fact.contradicts, current.id))
                 linked = evolve(current, contradicts=(*current.contradicts, fact.id), version=current.version + bump)
-                stage(linked)
+                stage(linked, part)
                 state[2] = linked
-                events.append(event(EventKind.DEPRECATED, fact, context, now, outcome=outcome, fact_seq=fact_seq,
-                                          write=fact.id, kept=current.id, reason=decision.reason))
+                event(EventKind.DEPRECATED, fact, outcome=outcome, fact_seq=fact_seq, write=fact.id,
+                      kept=current.id, reason=decision.reason)
             puts[fact.id] = fact
+            wrote[part][0].append(fact.id)
             if outcome != "rejected":
                 state[0], state[2] = fact.id, fact
-            results.append(FactResult(fact, outcome != "rejected", current.id if current else None, outcome,
-                                      fact_seq, fact.id))
+            results.append((part, FactResult(fact, outcome != "rejected", current.id if current else None, outcome,
+                                             fact_seq, fact.id)))
         slot_writes = [SlotWrite(sk, k, st[1], st[0], st[3], st[4].encode()) for (sk, k), st in slots.items()]
         changed = list(puts.values()) + [u for u, _ in updates.values()]
         final = {n.id: n for n in changed}
-        answer = [evolve(r, node=final.get(r.node.id, r.node).without_embedding()) for r in results]
+        answers: list[list[FactResult]] = [[] for _ in range(calls)]
+        for part, r in results:
+            answers[part].append(evolve(r, node=final.get(r.node.id, r.node).without_embedding()))
         batch = WriteBatch(puts=list(puts.values()), updates=list(updates.values()), slots=slot_writes)
+        audited = [WriteBatch(puts=[final[i] for i in dict.fromkeys(p)],
+                              updates=[(final[i], 0) for i in dict.fromkeys(u)]) for p, u in wrote]  # fmt: skip
         apply = self.core.apply_changed(changed)
         learned = [(Scope.from_key(sk).org, st[5], st[4]) for (sk, _), st in slots.items()]
 
@@ -236,7 +301,7 @@ class Facts(Job):
             for org, old, new in learned:
                 book.apply(org, old.grades(old.latest(), half_life), new.grades(new.latest(), half_life))
 
-        return self.core.commit(call, batch, events, answer, applied)
+        return Round(batch, events, answers, own, audited, applied)
 
     def _observe(self, new: MemoryNode, evidence: KeyEvidence, claim: Claim, decided: bool | None) -> Any:
         calibrate = self.reliabilities().calibrator(new.scope.org, claim.at)

@@ -25,7 +25,7 @@ import hashlib
 import uuid
 from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from memorybus.codec import decode, encode, node_from_dict, node_to_dict
 from memorybus.errors import InvalidRequest, OperationTimeout, OutcomeUnknown, StoreUnavailable
@@ -123,6 +123,27 @@ class OpCall:
 
 
 @dataclass(slots=True)
+class Part:
+    """One call of a group commit: its operation, its answer, its own events (indexes
+    into the commit's) and what it wrote (its audit entries'; None: the whole batch)."""
+
+    call: OpCall
+    result: Any
+    events: list[int]
+    wrote: WriteBatch | None = None
+
+
+class Recorded(Exception):  # noqa: N818 - a signal inside the shard, never raised to callers
+    """A group commit found the operation of its part ``index`` already recorded:
+    nothing was applied; ``answer`` is that operation's recorded answer."""
+
+    def __init__(self, index: int, answer: Any) -> None:
+        super().__init__(index)
+        self.index = index
+        self.answer = answer
+
+
+@dataclass(slots=True)
 class _InDoubt:
     """A commit attempt whose call failed: it may or may not have been applied."""
 
@@ -180,23 +201,40 @@ class Commits:
         ``result``) atomically; then ``apply`` the write to cache and index and hand
         the sequenced events to ``on_events``. Returns ``result``, or the recorded
         answer when the operation had already committed."""
-        key = call.key
+        try:
+            self.commit_group([Part(call, result, [])], batch, events, apply)
+        except Recorded as done:
+            return cast(T, done.answer)
+        return result
+
+    def commit_group(
+        self, parts: Sequence[Part], batch: WriteBatch, events: Sequence[Event], apply: Callable[[], None]
+    ) -> list[Any]:
+        """:meth:`commit` of several calls' writes in one store transaction: each part's
+        operation recorded with its own answer and events, each audited as its caller's.
+        Returns the parts' answers; raises :class:`Recorded` (nothing applied) when a
+        part's operation had already committed, OutcomeUnknown naming the first part's
+        operation when the store failed (the attempt is in doubt for all of them)."""
+        first = parts[0]
         evs = list(events)
         batch.events = [(e.scope_key, e.seal()) for e in evs]  # encoded once: the log's and every push's
         batch.event_keys = [e.node.key if "fact_seq" in e.data else None for e in evs]
-        batch.op, batch.op_result, batch.attempt = key, encode_outcome(result), uuid.uuid4().hex[:16]
+        batch.op, batch.op_result, batch.attempt = first.call.key, encode_outcome(first.result), uuid.uuid4().hex[:16]
+        batch.more_ops = [(p.call.key, encode_outcome(p.result), p.events) for p in parts[1:]]
         if self.audit is not None:  # chained by the store in the write's own transaction
-            batch.audit = self.audit.write_drafts(call.method, call.who, batch)
+            audit = self.audit
+            batch.audit = [d for p in parts for d in audit.write_drafts(p.call.method, p.call.who, p.wrote or batch)]
         try:
             with self.gate.committing():  # reads go on while the store commits
                 seqs = self.store.commit(batch)
         except AlreadyApplied as done:
-            return decode_outcome(done.record.result)
+            index = next((i for i, p in enumerate(parts) if p.call.key == done.op), 0)
+            raise Recorded(index, decode_outcome(done.record.result)) from None
         except StoreUnavailable as exc:
-            self.in_doubt[key] = _InDoubt(batch.attempt, evs, apply)
-            raise OutcomeUnknown(exc.backend, exc.detail, call.op or "") from None
+            self.in_doubt[first.call.key] = _InDoubt(batch.attempt, evs, apply)
+            raise OutcomeUnknown(exc.backend, exc.detail, first.call.op or "") from None
         self._applied(evs, seqs, apply)
-        return result
+        return [p.result for p in parts]
 
     def _applied(self, events: list[Event], seqs: Sequence[int], apply: Callable[[], None]) -> None:
         apply()

@@ -30,6 +30,7 @@ from memorybus.shard.consolidation import Consolidation
 from memorybus.shard.core import Limits, ShardCore
 from memorybus.shard.decay import Decay
 from memorybus.shard.erase import Erasure
+from memorybus.shard.factgroup import FactGroups
 from memorybus.shard.facts import Facts
 from memorybus.shard.gate import Gate
 from memorybus.shard.index import SearchIndex
@@ -111,6 +112,8 @@ class Shard:
         self.delete = writes.delete
         self.assert_fact = facts.assert_fact
         self.assert_facts = facts.assert_facts
+        self.fact_groups = FactGroups(facts)  # concurrent single assertions, group-committed
+        self.assert_fact_grouped = self.fact_groups.assert_fact
         self.current_fact = facts.current_fact
         self.history = facts.history
         self.source_reliability = facts.source_reliability

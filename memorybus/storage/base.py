@@ -58,6 +58,11 @@ class WriteBatch:
       (see :meth:`Store.resolve`).
     - ``audit``: audit entries (:class:`~memorybus.audit.Draft`) the store chains onto
       their orgs' audit chains in the same transaction (none when the op was applied).
+    - ``more_ops``: further operations committed by this batch (a group commit of
+      several callers' calls, see :mod:`memorybus.shard.factgroup`): ``(op, answer,
+      indexes of their own events)``, each recorded like ``op``; one already recorded
+      makes the commit raise :class:`AlreadyApplied` naming it. Only a store whose
+      ``group_ops`` is true takes them.
     """
 
     puts: list[MemoryNode] = field(default_factory=list)
@@ -70,6 +75,7 @@ class WriteBatch:
     op_result: bytes = b""
     attempt: str = ""
     audit: list[Draft] = field(default_factory=list)
+    more_ops: list[tuple[str, bytes, list[int]]] = field(default_factory=list)
 
     def __bool__(self) -> bool:
         return bool(self.puts or self.updates or self.deletes or self.slots or self.events)
@@ -107,11 +113,13 @@ class OpRecord(NamedTuple):
 
 class AlreadyApplied(Exception):  # noqa: N818 - a signal between store and shard, never raised to callers
     """:meth:`Store.commit` of a batch whose operation id is already recorded: nothing
-    was applied; ``record`` is what the first commit recorded."""
+    was applied; ``record`` is what the first commit recorded; ``op`` the operation
+    (the batch's ``op`` or one of its ``more_ops``)."""
 
-    def __init__(self, record: OpRecord) -> None:
+    def __init__(self, record: OpRecord, op: str | None = None) -> None:
         super().__init__(record)
         self.record = record
+        self.op = op
 
 
 #: How long a store keeps operation records by default (seconds): a re-execution or a

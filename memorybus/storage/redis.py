@@ -78,6 +78,8 @@ class RedisStore(RedisAudit, RedisErasure):
     password."""
 
     backend = "redis"
+    #: one operation record per commit (its script's keys): a group of calls commits one by one
+    group_ops = False
 
     def __init__(
         self,

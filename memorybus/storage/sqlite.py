@@ -55,6 +55,8 @@ class SqliteStore(SqliteAudit, SqliteErasure):
     """Records of one shard in one SQLite file."""
 
     backend = "sqlite"
+    #: takes a batch's ``more_ops`` (several calls' operation records in one transaction)
+    group_ops = True
 
     def __init__(
         self,
@@ -125,10 +127,10 @@ class SqliteStore(SqliteAudit, SqliteErasure):
             return seqs
 
     def _apply(self, db: sqlite3.Connection, batch: WriteBatch) -> list[int]:
-        if batch.op is not None:
-            row = db.execute("SELECT result, seqs FROM ops WHERE op=?", (batch.op,)).fetchone()
+        for op in ([] if batch.op is None else [batch.op]) + [o for o, _, _ in batch.more_ops]:
+            row = db.execute("SELECT result, seqs FROM ops WHERE op=?", (op,)).fetchone()
             if row is not None:
-                raise AlreadyApplied(OpRecord(bytes(row[0]), list(msgpack.unpackb(row[1]))))
+                raise AlreadyApplied(OpRecord(bytes(row[0]), list(msgpack.unpackb(row[1]))), op)
         for slot in batch.slots:
             row = db.execute(
                 "SELECT seq FROM slots WHERE scope_key=? AND mkey=?", (slot.scope_key, slot.key)
@@ -168,6 +170,9 @@ class SqliteStore(SqliteAudit, SqliteErasure):
                 "INSERT INTO ops(op, at, result, seqs) VALUES (?,?,?,?)",
                 (batch.op, now, batch.op_result, msgpack.packb(seqs)),
             )
+            db.executemany("INSERT INTO ops(op, at, result, seqs) VALUES (?,?,?,?)",
+                           [(op, now, answer, msgpack.packb([seqs[i] for i in own]))
+                            for op, answer, own in batch.more_ops])  # fmt: skip
             if now - self._pruned > min(60.0, self.op_retention):  # drop records past retention (<= once a min)
                 self._pruned = now
                 db.execute("DELETE FROM ops WHERE at < ?", (now - self.op_retention,))

@@ -42,6 +42,14 @@ BROAD = {
     "HookFailed naming the hook, before anything is written",
     ("storage/vectors.py", "_call"): "qdrant_edge raises plain Exception for every failure",
     ("storage/vectors.py", "close"): "qdrant_edge raises plain Exception (a shard closed twice)",
+    ("shard/factgroup.py", "_commit"): "the group's leader hands whatever stopped the group to every "
+    "caller waiting on it; catching less would leave them waiting forever",
+    ("shard/factgroup.py", "_run"): "an error of one call sinks its group: the calls are committed again "
+    "one by one, so the error reaches its own caller only",
+    ("shard/factgroup.py", "_alone"): "a call committed for a waiting caller: whatever it raised is that "
+    "caller's, raised on its thread",
+    ("actors/ingest.py", "_one_request"): "one embedding request serves several waiting calls: whatever it "
+    "raised is handed to each; catching less would leave them waiting forever",
 }
 _BROAD_NAMES = {"Exception", "BaseException"}
 

@@ -1,0 +1,209 @@
+"""Keyed-fact write rate: concurrent single-call writers and batched ``assert_facts``
+through Ray, against the shard's own rate in this process, in one run.
+
+    python benchmarks/fact_groups.py --writers 16 --asserts 100 --batch 50
+
+Through Ray: a one-shard embedded bus (SQLite, ``synchronous=FULL``); ``--writers``
+threads of this driver each call ``bus.assert_fact`` ``--asserts`` times (one Ray
+call per assertion; the shard group-commits the calls that meet, see
+``memorybus.shard.factgroup``), then ``assert_facts`` in batches of ``--batch``.
+In process: a plain Shard opened here over its own files as the actor opens its
+own, fed the same assertions: ``assert_facts`` in batches of ``--batch`` on one
+thread (the shard's in-process rate), ``--writers`` threads of single calls through
+the group path, and one thread of plain single ``assert_fact`` calls (one commit
+each: the rate without groups).
+
+Every text is embedded once before the clock starts (the embedder's cache then has
+it): the write path is measured, not the model. ``--new-values`` adds a Ray run of
+single calls whose values the embedder has not seen. Every acknowledged write is
+read back from its fact's history: ``lost`` counts the missing ones. All writers
+assert one key (``--keys 1``: every write contends for one slot) unless ``--keys``.
+"""
+
+from __future__ import annotations
+
+import shutil
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+_ROOT = Path(__file__).resolve().parent.parent
+if str(_ROOT) not in sys.path:
+    sys.path.insert(0, str(_ROOT))
+
+from benchmarks.common import emit, parser, prepare_env  # noqa: E402
+
+ORG = "factbench"
+
+
+def text(run: str, w: int, i: int) -> str:
+    places = ("AWS", "GCP", "Azure", "bare metal", "Fly", "Hetzner")
+    return f"The team deploys to {places[(w + i) % len(places)]} from release {run}-{w}.{i}"
+
+
+def confidence(w: int, i: int) -> float:
+    return 0.3 + 0.07 * ((w * 13 + i) % 10)
+
+
+def threads(writers: int, work: Callable[[int], list[str]]) -> tuple[float, list[str]]:
+    """``work(w)`` on ``writers`` threads at once: seconds, acknowledged write ids."""
+    out: list[list[str]] = [[] for _ in range(writers)]
+    errors: list[BaseException] = []
+
+    def one(w: int) -> None:
+        try:
+            out[w] = work(w)
+        except BaseException as exc:  # reported below: a benchmark that lost a writer says so
+            errors.append(exc)
+
+    ts = [threading.Thread(target=one, args=(w,)) for w in range(writers)]
+    t = time.perf_counter()
+    for th in ts:
+        th.start()
+    for th in ts:
+        th.join()
+    elapsed = time.perf_counter() - t
+    if errors:
+        raise RuntimeError(f"{len(errors)} writers failed: {errors[0]!r}")
+    return elapsed, [i for ws in out for i in ws]
+
+
+def report(label: str, n: int, elapsed: float, acked: list[str], recorded: set[str]) -> dict[str, Any]:
+    lost = len(set(acked) - recorded)
+    out = {"assertions": n, "acknowledged": len(acked), "seconds": elapsed, "resolved_per_s": n / elapsed,
+           "lost": lost}
+    print(f"{label}: {n / elapsed:.0f} resolved/s ({n} in {elapsed:.2f}s), lost {lost}", file=sys.stderr)
+    return out
+
+
+def main() -> int:
+    ap = parser(__doc__)
+    ap.add_argument("--writers", type=int, default=16)
+    ap.add_argument("--asserts", type=int, default=100, help="assertions per writer and run")
+    ap.add_argument("--batch", type=int, default=50, help="assertions per assert_facts call")
+    ap.add_argument("--keys", type=int, default=1, help="writer w asserts key w %% keys")
+    ap.add_argument("--new-values", action="store_true", help="also a Ray run of single calls with unseen values")
+    ap.add_argument("--ray-only", action="store_true", help="no in-process runs (e.g. a checkout without groups)")
+    args = ap.parse_args()
+    prepare_env()
+    import numpy as np
+    import ray
+
+    import memorybus as mb
+    from memorybus.auth.keyring import derived_key
+    from memorybus.shard.build import open_shard
+
+    nw, na, nb = args.writers, args.asserts, args.batch
+    ctx = mb.Context(ORG, agent="writer")
+    scope = mb.Scope(ORG)
+
+    def key(w: int) -> str:
+        return f"team/deploy_target{w % args.keys}"
+
+    runs = ("ray-single", "ray-batched", "local-batched", "local-grouped", "local-plain")
+    texts = {r: [[text(r, w, i) for i in range(na)] for w in range(nw)] for r in runs}
+    data = tempfile.mkdtemp(prefix="mbfacts-")
+    cfg = mb.Config.embedded(f"{data}/bus", num_shards=1, namespace=f"factbench_{uuid.uuid4().hex[:6]}")
+    bus = mb.connect(cfg, num_cpus=2, include_dashboard=False, log_to_driver=False)
+    result: dict[str, Any] = {"backend": "embedded (sqlite)", "writers": nw, "asserts_per_writer": na, "batch": nb,
+                              "keys": args.keys}  # fmt: skip
+    try:
+        vectors = {r: [bus.embed(texts[r][w]) for w in range(nw)] for r in runs}  # the embedder caches them
+        bus.assert_fact("team/warm_up", "warm up", ctx, scope="org")
+
+        def recorded(b: Any) -> set[str]:
+            return {e.data["write"] for k in range(args.keys) for e in b.history(f"team/deploy_target{k}", ctx,
+                                                                                  scope="org")}  # fmt: skip
+
+        def ray_single(run: str) -> Callable[[int], list[str]]:
+            def work(w: int) -> list[str]:
+                return [bus.assert_fact(key(w), texts[run][w][i] if run in texts else text(run, w, i), ctx,
+                                        scope="org", confidence=confidence(w, i), valid_from=1_700_000_000 + i).write_id
+                        for i in range(na)]  # fmt: skip
+            return work
+
+        def ray_batched(w: int) -> list[str]:
+            out: list[str] = []
+            for s in range(0, na, nb):
+                items = [{"key": key(w), "content": texts["ray-batched"][w][i], "scope": "org",
+                          "confidence": confidence(w, i), "valid_from": 1_700_000_000 + i}
+                         for i in range(s, min(na, s + nb))]  # fmt: skip
+                out += [r.write_id for r in bus.assert_facts(items, ctx)]
+            return out
+
+        before = bus.stats()["shards"][0]["process"].get("fact_groups", {"commits": 0})
+        t, acked = threads(nw, ray_single("ray-single"))
+        after = bus.stats()["shards"][0]["process"].get("fact_groups", {"commits": 0})
+        seen = recorded(bus)
+        result["ray_single"] = report("through Ray, single assert_fact", nw * na, t, acked, seen)
+        result["ray_single"]["group_commits"] = after["commits"] - before["commits"]
+        t, acked = threads(nw, ray_batched)
+        result["ray_batched"] = report(f"through Ray, assert_facts of {nb}", nw * na, t, acked, recorded(bus))
+        if args.new_values:
+            t, acked = threads(nw, ray_single("new"))
+            result["ray_single_new_values"] = report("through Ray, single, unseen values", nw * na, t, acked,
+                                                     recorded(bus))  # fmt: skip
+    finally:
+        bus.shutdown()
+        ray.shutdown()
+
+    if args.ray_only:
+        shutil.rmtree(data, ignore_errors=True)
+        emit(result, args.out)
+        return 0
+    local_cfg = mb.Config.embedded(f"{data}/local", num_shards=1)
+    shard = open_shard(local_cfg, "shard-0", audit_key=derived_key(local_cfg, "audit checkpoint"))
+    try:
+        def node(run: str, w: int, i: int) -> mb.MemoryNode:
+            return mb.MemoryNode(content=texts[run][w][i], scope=scope, key=key(w) + run, kind=mb.MemoryKind.SEMANTIC,
+                                 confidence=confidence(w, i), valid_from=1_700_000_000 + i)  # fmt: skip
+
+        def local_recorded(run: str) -> set[str]:
+            return {e.data["write"] for k in range(args.keys)
+                    for e in shard.history(ctx, f"team/deploy_target{k}{run}", scope)}  # fmt: skip
+
+        def local_batched(w: int) -> list[str]:
+            out: list[str] = []
+            for s in range(0, na, nb):
+                part = range(s, min(na, s + nb))
+                rows = np.asarray(vectors["local-batched"][w][s : s + len(part)])
+                out += [r.write_id for r in shard.assert_facts(ctx, [node("local-batched", w, i) for i in part], rows)]
+            return out
+
+        def local_grouped(w: int) -> list[str]:
+            return [shard.assert_fact_grouped(ctx, node("local-grouped", w, i), vectors["local-grouped"][w][i]).write_id
+                    for i in range(na)]  # fmt: skip
+
+        def local_plain(w: int) -> list[str]:
+            return [shard.assert_fact(ctx, node("local-plain", w, i), vectors["local-plain"][w][i]).write_id
+                    for i in range(na)]  # fmt: skip
+
+        t, acked = threads(1, lambda _: [i for w in range(nw) for i in local_batched(w)])
+        result["local_batched"] = report(f"in process, assert_facts of {nb}", nw * na, t, acked,
+                                         local_recorded("local-batched"))  # fmt: skip
+        t, acked = threads(nw, local_grouped)
+        result["local_grouped"] = report("in process, single calls, grouped", nw * na, t, acked,
+                                         local_recorded("local-grouped"))  # fmt: skip
+        t, acked = threads(1, lambda _: [i for w in range(nw) for i in local_plain(w)])
+        result["local_plain"] = report("in process, single calls, one commit each", nw * na, t, acked,
+                                       local_recorded("local-plain"))  # fmt: skip
+    finally:
+        shard.close()
+        shutil.rmtree(data, ignore_errors=True)
+    local = result["local_batched"]["resolved_per_s"]
+    result["ratio_ray_single_to_local_batched"] = result["ray_single"]["resolved_per_s"] / local
+    result["ratio_ray_batched_to_local_batched"] = result["ray_batched"]["resolved_per_s"] / local
+    single, batched = result["ratio_ray_single_to_local_batched"], result["ratio_ray_batched_to_local_batched"]
+    print(f"ratio through Ray / in process (assert_facts of {nb}): single {single:.2f}, batched {batched:.2f}",
+          file=sys.stderr)
+    emit(result, args.out)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
