@@ -17,8 +17,8 @@ from memorybus.actors.hub import HubActor
 from memorybus.actors.maintenance import ConsolidationActor, DecayActor
 from memorybus.actors.names import embedder_actor_name, hub_actor_name, maintenance_name, shard_actor_name
 from memorybus.actors.shard import ShardActor
+from memorybus.actors.startup import model_env_options
 from memorybus.config import Config
-from memorybus.env import MODEL_ENV
 from memorybus.scopes import shard_name
 
 
@@ -47,13 +47,13 @@ def _placement(config: Config) -> dict[str, Any]:
 
 def shard_options(config: Config, index: int) -> dict[str, Any]:
     return _options(config, shard_actor_name(config, index), config.shard_num_cpus, config.shard_resources,
-                    runtime_env={"env_vars": dict(MODEL_ENV)}, **_placement(config))
+                    **model_env_options(), **_placement(config))
 
 
 def embedder_options(config: Config, index: int) -> dict[str, Any]:
     gpus = {"num_gpus": config.embedder_num_gpus} if config.embedder_num_gpus > 0 else {}
     return _options(config, embedder_actor_name(config, index), config.embedder_num_cpus, config.embedder_resources,
-                    max_concurrency=1000, **gpus, runtime_env={"env_vars": dict(MODEL_ENV)}, **_placement(config))
+                    max_concurrency=1000, **gpus, **model_env_options(), **_placement(config))
 
 
 def hub_options(config: Config, partition: int) -> dict[str, Any]:
