@@ -75,12 +75,12 @@ def whole_ingest(texts: list[str], args, data_dir: str) -> dict:  # type: ignore
 
         device = ray.get(handle(bus.config, "embedder", 0).device.remote())
         warm = [mb.Context("bench", "warm", "a")]
-        bus.remember_many([f"warm-up {i}" for i in range(32)], warm[0], scope="user")
+        bus.remember_many([{"content": f"warm-up {i}", "scope": "user"} for i in range(32)], warm[0])
         t0 = time.perf_counter()
         stored = 0
         for n, i in enumerate(range(0, len(texts), args.batch)):
             ctx = mb.Context("bench", f"u{n % USERS}", "a")
-            stored += len(bus.remember_many(texts[i : i + args.batch], ctx, scope="user"))
+            stored += len(bus.remember_many([{"content": t, "scope": "user"} for t in texts[i : i + args.batch]], ctx))
         secs = time.perf_counter() - t0
         if stored != len(texts):
             raise RuntimeError(f"stored {stored} of {len(texts)}")
