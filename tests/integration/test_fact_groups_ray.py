@@ -6,11 +6,10 @@ import threading
 import uuid
 
 import pytest
-import ray
 
 import memorybus as mb
 from memorybus import Config, Context, actors
-from tests.integration.test_durability import _restart_and_wait
+from tests.actor_restart import restart_actor
 
 pytestmark = [pytest.mark.ray, pytest.mark.model, pytest.mark.timeout(300)]
 WRITERS, EACH = 16, 8
@@ -44,7 +43,7 @@ def test_concurrent_single_assertions_share_commits_and_survive_a_restart(ray_lo
         calls, commits = after["calls"] - before["calls"], after["commits"] - before["commits"]
         assert calls == WRITERS * EACH and commits < calls, (calls, commits)
         shard = actors.shard_handles(bus.config)[0]
-        _restart_and_wait(shard, ray.get(shard.pid.remote(), timeout=30))
+        restart_actor(shard)
         for k in range(4):
             history = bus.history(f"team/k{k}", ctx, scope="org")
             mine = [r for rs in acked for r in rs if r.node.key == f"team/k{k}"]
