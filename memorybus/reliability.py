@@ -25,9 +25,12 @@ from typing import Any
 
 from memorybus.evidence import Calibrate, Tally, decay
 
-#: how many graded assertions the stated confidence is worth. 16 is best with the weighing's
-#: other defaults (``python -m benchmarks.truth_tune tune --seeds 0-59 --folds 3``, grid 16/32/64;
-#: a one-at-a-time sweep 2-32 on seeds 0-99 favoured more, never less)
+#: how many graded assertions the stated confidence is worth (tuned on seeds 0-4). More is
+#: better on the simulation's training seeds (``python -m benchmarks.truth_tune sweep --seeds
+#: 0-99``: 32 beats 16), whose agents state their reliability honestly; but at 32 a source
+#: stating .95 and always wrong is still weighed above .5 after the grades of
+#: tests/unit/test_evidence.py, and learning whom not to believe is what the table is for
+#: (``score --overconfident 2``).
 PRIOR_STRENGTH = 16.0
 
 
