@@ -93,10 +93,12 @@ def main() -> None:
     p.add_argument("--seeds", default="0-4")
     p.add_argument("--overconfident", type=int, default=0,
                    help="per org, this many of the least reliable agents state .95 (default 0)")
+    p.add_argument("--shuffle", action="store_true",
+                   help="each step's assertions in a seeded random order (as the running bus acknowledges them)")
     args = p.parse_args()
     total: dict[str, list[int]] = defaultdict(lambda: [0, 0, 0, 0])
     for seed in _seeds(args.seeds):
-        res = run(seed, overconfident=args.overconfident)
+        res = run(seed, overconfident=args.overconfident, shuffle=args.shuffle)
         for k, v in res.items():
             total[k] = [a + b for a, b in zip(total[k], v, strict=True)]
     o = total["oracle"]
