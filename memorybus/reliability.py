@@ -25,15 +25,21 @@ from typing import Any
 
 from memorybus.evidence import Calibrate, Tally, decay
 
-#: how many graded assertions the stated confidence is worth
+#: how many graded assertions the stated confidence is worth (tuned on seeds 0-4). More is
+#: better on the simulation's training seeds (``python -m benchmarks.truth_tune sweep --seeds
+#: 0-99``: 32 beats 16), whose agents state their reliability honestly; but at 32 a source
+#: stating .95 and always wrong is still weighed above .5 after the grades of
+#: tests/unit/test_evidence.py, and learning whom not to believe is what the table is for
+#: (``score --overconfident 2``).
 PRIOR_STRENGTH = 16.0
 
 
 class Reliabilities:
     """Per org, per source: decayed (agree, disagree) grades."""
 
-    def __init__(self, half_life_days: float = 30.0) -> None:
+    def __init__(self, half_life_days: float = 30.0, prior_strength: float | None = None) -> None:
         self.half_life_days = half_life_days
+        self.prior_strength = PRIOR_STRENGTH if prior_strength is None else prior_strength
         self._orgs: dict[str, dict[str, tuple[float, float, float]]] = {}
         self._lock = threading.Lock()  # a shard applies on its write thread, reads on another
 
@@ -64,7 +70,7 @@ class Reliabilities:
 
         def calibrate(source: str, confidence: float) -> float:
             a, b = self.grades(org, source, now)
-            return (PRIOR_STRENGTH * confidence + a) / (PRIOR_STRENGTH + a + b)
+            return (self.prior_strength * confidence + a) / (self.prior_strength + a + b)
 
         return calibrate
 

@@ -49,12 +49,16 @@ class Replay:
     """Per strategy, per fact: the head value after the assertions fed so far."""
 
     half_life_days: float = 30.0
+    weighing: Weighing | None = None  # None: the defaults with ``half_life_days``
+    prior_strength: float | None = None  # None: the reliability module's default
     heads: dict[str, dict[str, MemoryNode]] = field(default_factory=lambda: {s: {} for s in STRATEGIES})
     evidence: dict[str, KeyEvidence] = field(default_factory=dict)
     reliabilities: Reliabilities = field(init=False)
 
     def __post_init__(self) -> None:
-        self.reliabilities = Reliabilities(self.half_life_days)
+        self.reliabilities = Reliabilities(self.half_life_days, self.prior_strength)
+        if self.weighing is None:
+            self.weighing = Weighing(self.half_life_days)
 
     def feed(self, a: Seen) -> None:
         at = epoch(a.day)
@@ -70,7 +74,7 @@ class Replay:
                 heads[a.key] = node
         ev = self.evidence.get(a.key, KeyEvidence())
         out = observe(ev, Claim(a.source, a.value, a.confidence, at),
-                      self.reliabilities.calibrator(a.org, at), Weighing(self.half_life_days))
+                      self.reliabilities.calibrator(a.org, at), self.weighing or Weighing(self.half_life_days))
         self.reliabilities.apply(a.org, ev.grades(at, self.half_life_days),
                                  out.record.grades(at, self.half_life_days))
         self.evidence[a.key] = out.record
