@@ -54,6 +54,7 @@ def main(argv: list[str] | None = None) -> int:
         for mode in ("trusted", "credentials") if args.trusted_first else ("credentials", "trusted"):
             cfg = Config.embedded(f"{root}/{mode}", num_shards=2, namespace=f"auth-{mode}", auth=mode)  # type: ignore[arg-type]
             buses[mode] = memorybus.connect(cfg, num_cpus=3, include_dashboard=False, log_to_driver=False)
+            buses[mode].warm_up()  # this process's query model, loaded behind connect: timed recalls embed here
         ctx = Context("acme", "u1", "bench")
         agent = buses["credentials"].agent_handle("acme", "u1", "bench")
         handles = {"credentials": agent, "trusted": buses["trusted"]}

@@ -103,6 +103,7 @@ def main(argv: list[str] | None = None) -> int:
             direct_reads=args.direct_reads == "on",
         )
         bus = memorybus.connect(cfg, num_cpus=3, include_dashboard=False, log_to_driver=False)
+        bus.warm_up()  # this process's query model, loaded behind connect: timed recalls embed here
         try:
             bus.embed(["warm up"])
             ingest = 0.0

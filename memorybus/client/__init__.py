@@ -14,6 +14,7 @@ closing are in :mod:`~memorybus.client.life`.
 
 from __future__ import annotations
 
+import threading
 from typing import TYPE_CHECKING, Any
 
 from memorybus.actors import runtime
@@ -65,6 +66,9 @@ class MemoryBus:
         #: shard index -> (its handle, its direct channel or None); see client.channels
         self._channels: dict[int, tuple[Any, Any]] = {}
         self._local_failed = False
+        #: the background load of this process's query model that ``connect`` starts
+        #: once the actors are up (``query_encoder="auto"``); None: loaded on first use
+        self._query_loader: threading.Thread | None = None
         self._closed: str | None = None
         self._owns_actors = False
         self._owns_ray = False
@@ -157,6 +161,16 @@ class MemoryBus:
     def close(self) -> None:
         """Flush, then release what ``connect`` acquired; idempotent (see :func:`life.close`)."""
         life.close(self)
+
+    def warm_up(self, timeout: float = 120.0) -> bool:
+        """Wait (up to ``timeout`` seconds) for this process's query model, which
+        ``connect`` loads in the background; True when recall now embeds queries in
+        this process. Until then recall works, embedding queries in the embedder
+        actor: call this only before timing recall, or to spend the load up front."""
+        loader = self._query_loader
+        if loader is not None:
+            loader.join(timeout)
+        return self._encodes_queries_here(blocking=True)
 
     def shutdown(self) -> None:
         """Stop this bus's actors, whoever created them (see :func:`life.shutdown`)."""
@@ -277,7 +291,11 @@ class MemoryBus:
         mode = self.config.query_encoder
         if mode != "auto":
             return mode == "local"
-        return blocking and not self._local_failed and not runtime.in_ray_worker()
+        if not blocking or self._local_failed or runtime.in_ray_worker():
+            return False
+        # while connect's background load runs, the embedder actor embeds (no wait here)
+        loader = self._query_loader
+        return loader is None or not loader.is_alive()
 
 
 def _unpickle(config: Config, credential: str | None) -> MemoryBus:

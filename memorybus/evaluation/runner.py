@@ -58,7 +58,9 @@ def _connect(data_dir: str, namespace: str, shards: int, ranking: RankingWeights
 
     cfg = Config.embedded(data_dir, num_shards=shards, namespace=namespace, ranking=ranking,
                           embedder_num_cpus=float(threads), embed_cache_size=0, model_path=model)  # fmt: skip
-    return memorybus.connect(cfg, num_cpus=threads + 1, include_dashboard=False, log_to_driver=False)
+    bus = memorybus.connect(cfg, num_cpus=threads + 1, include_dashboard=False, log_to_driver=False)
+    bus.warm_up()  # the query model of this process (loaded behind connect): timed recalls embed here
+    return bus
 
 
 def _shutdown(bus: Any) -> None:

@@ -370,6 +370,7 @@ def test_queries_are_embedded_where_the_config_says(bus, tmp_path, capfd):
     def top(b, q):
         return [(h.node.id, h.score) for h in b.recall(q, ctx, k=3)]
 
+    assert bus.warm_up()  # connect loads this process's model behind (see client.life)
     before = encoded()
     capfd.readouterr()
     here = top(bus, "where is the staging database?")

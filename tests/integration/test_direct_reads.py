@@ -29,6 +29,7 @@ def bus(ray_local, tmp_path_factory):
     cfg = Config.embedded(tmp_path_factory.mktemp("direct"), num_shards=2, namespace="direct_t",
                           touch_flush_seconds=0.0, embedder_num_cpus=0.5)
     b = mb.connect(cfg)
+    assert b.warm_up()  # queries embedded here (the direct path), not by the embedder actor
     yield b
     b.shutdown()
 

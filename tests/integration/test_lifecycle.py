@@ -31,13 +31,31 @@ def test_connect_reports_progress_and_loads_the_query_model_once(ray_local, data
         assert any("creating bus 'life_a'" in m for m in messages), messages
         assert any("actors ready" in m for m in messages), messages
         assert any("loading the query model" in m for m in messages), messages
-        # the query encoder of this process is loaded by connect, not by the first recall
-        loaded = dict(embedding_module._SHARED)
-        assert any(key.startswith(cfg.resolved_model_path()) for key in loaded)
+        # connect returned without waiting for this process's query model: it loads
+        # behind, and recall embeds with the embedder actor meanwhile (no wait)
+        loader = bus._query_loader
+        assert loader is not None
         ctx = Context("acme", "u1", "a1")
         bus.remember("The launch is on March 14", ctx)
+        if loader.is_alive():
+            assert not bus._encodes_queries_here(blocking=True)
+        assert bus.recall("when is the launch?", ctx, k=1)[0].node.content == "The launch is on March 14"
+        assert bus.warm_up()
+        assert not loader.is_alive()
+        # loaded once, in the background: the next recalls use it and load nothing
+        loaded = dict(embedding_module._SHARED)
+        assert any(key.startswith(cfg.resolved_model_path()) for key in loaded)
+        assert bus._encodes_queries_here(blocking=True)
         assert bus.recall("when is the launch?", ctx, k=1)[0].node.content == "The launch is on March 14"
         assert loaded == embedding_module._SHARED  # same encoder objects: no second load
+
+
+def test_a_local_query_encoder_is_loaded_by_connect(ray_local, data):
+    cfg = Config.embedded(data / "local", num_shards=1, namespace="life_local", query_encoder="local")
+    with mb.connect(cfg) as bus:
+        assert bus._query_loader is None  # nothing loads behind: connect waited for it
+        assert any(key.startswith(cfg.resolved_model_path()) for key in embedding_module._SHARED)
+        assert bus._encodes_queries_here(blocking=True)
 
 
 def test_a_namespace_running_on_other_storage_is_refused(ray_local, data):
