@@ -54,7 +54,7 @@ from memorybus.transfer import (
 from memorybus.views import Inspection, merge_stats
 
 if TYPE_CHECKING:
-    from memorybus.client import MemoryBus
+    from memorybus.client.handle import BusHandle
 
 _PAGE = 500  # memories per export/import call (with embeddings: about 1 MB)
 _WAIT = 300  # seconds each page may take
@@ -63,7 +63,7 @@ _EVENTS_PAGE = 5000
 
 # ------------------------------------------------------------------ export
 def export(
-    bus: MemoryBus, path: str | os.PathLike[str], *, within: Scope | None = None, key: bytes | None = None
+    bus: BusHandle, path: str | os.PathLike[str], *, within: Scope | None = None, key: bytes | None = None
 ) -> Op[dict[str, int]]:
     """Write every memory whose scope lies within ``within`` (all when None), with the
     event history and fact heads of those scopes, to ``path``, sealed under ``key``
@@ -111,7 +111,7 @@ def export(
 
 # ------------------------------------------------------------------ import
 def import_(
-    bus: MemoryBus, path: str | os.PathLike[str], *, key: bytes | None = None, trusted: bool = False
+    bus: BusHandle, path: str | os.PathLike[str], *, key: bytes | None = None, trusted: bool = False
 ) -> Op[dict[str, int]]:
     """Restore an :meth:`export` file into this bus (sealed under ``key``, by default
     this bus's own export key, or any file with ``trusted=True``); returns what was
@@ -161,7 +161,7 @@ def import_(
 
 
 # --------------------------------------------------------------- inspection
-def stats(bus: MemoryBus) -> Op[dict[str, Any]]:
+def stats(bus: BusHandle) -> Op[dict[str, Any]]:
     """Counts per shard and per scope: ``{"memories", "shards": [...], "by_scope",
     "by_kind", "by_status", "events", "facts"}`` (each shard's own counts in
     ``shards``)."""
@@ -170,7 +170,7 @@ def stats(bus: MemoryBus) -> Op[dict[str, Any]]:
     return merge_stats(shards)
 
 
-def hub_stats(bus: MemoryBus) -> Op[list[dict[str, int]]]:
+def hub_stats(bus: BusHandle) -> Op[list[dict[str, int]]]:
     """Each hub actor's totals over every org: events published and delivered,
     subscriptions, how many are replaying from the log and how many are parked
     (waiting for their target actor)."""
@@ -179,7 +179,7 @@ def hub_stats(bus: MemoryBus) -> Op[list[dict[str, int]]]:
     return list(totals)
 
 
-def inspect(bus: MemoryBus, memory_id: str) -> Op[Inspection]:
+def inspect(bus: BusHandle, memory_id: str) -> Op[Inspection]:
     """One memory, whatever its scope, with its history and provenance (the memories
     its ``parents``, ``children``, ``related``, ``contradicts`` and ``source_ids``
     name). Raises MemoryNotFound."""

@@ -21,11 +21,11 @@ from memorybus.errors import InvalidRequest
 from memorybus.scopes import shard_name
 
 if TYPE_CHECKING:
-    from memorybus.client import MemoryBus
+    from memorybus.client.handle import BusHandle
 
 
 def audit(
-    bus: MemoryBus,
+    bus: BusHandle,
     org: str,
     *,
     since: float | None = None,

@@ -16,10 +16,10 @@ from memorybus.actors import direct
 from memorybus.actors.runtime import Op, Settled, node_id
 
 if TYPE_CHECKING:
-    from memorybus.client import MemoryBus
+    from memorybus.client.handle import BusHandle
 
 
-def channels(bus: MemoryBus, shards: Sequence[int]) -> Op[list[direct.Channel | None]]:
+def channels(bus: BusHandle, shards: Sequence[int]) -> Op[list[direct.Channel | None]]:
     """The direct channel of each of ``shards`` (None: call it through Ray)."""
     if not bus.config.direct_reads or not direct.supported():
         return [None] * len(shards)
@@ -46,7 +46,7 @@ def _current(entry: tuple[Any, direct.Channel | None] | None, handle: Any) -> bo
     return entry[1] is None or not entry[1].broken
 
 
-def close_all(bus: MemoryBus) -> None:
+def close_all(bus: BusHandle) -> None:
     """Close the connections a closed handle keeps."""
     known, bus._channels = bus._channels, {}
     for _, channel in known.values():

@@ -26,13 +26,13 @@ from memorybus.errors import InvalidRequest
 from memorybus.shard.erase import Selector
 
 if TYPE_CHECKING:
-    from memorybus.client import MemoryBus
+    from memorybus.client.handle import BusHandle
 
 _WAIT = 600  # seconds a shard may take (an erase rewrites its log and compacts its files)
 
 
 def erase(
-    bus: MemoryBus,
+    bus: BusHandle,
     *,
     org: str | None = None,
     user: str | None = None,

@@ -30,10 +30,21 @@ import threading
 import weakref
 from collections.abc import Callable
 from types import FrameType
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol, TypeVar
 
-if TYPE_CHECKING:
-    from memorybus.client import MemoryBus
+from memorybus.config import Config
+
+
+class Closable(Protocol):
+    """What the hooks read of a handle (a :class:`~memorybus.client.MemoryBus`)."""
+
+    config: Config
+
+    @property
+    def closed(self) -> bool: ...
+
+
+C = TypeVar("C", bound=Closable)
 
 log = logging.getLogger("memorybus")
 
@@ -41,7 +52,7 @@ log = logging.getLogger("memorybus")
 class ExitHook:
     """The installed hooks of one handle (see the module docstring)."""
 
-    def __init__(self, bus: MemoryBus) -> None:
+    def __init__(self, bus: C, close: Callable[[C], None]) -> None:
         ref = weakref.ref(bus)
         self._previous: Any = None
         self._handler: Callable[[int, FrameType | None], Any] | None = None
@@ -51,7 +62,7 @@ class ExitHook:
             if target is not None and not target.closed:
                 log.info("closing memorybus %r at exit", target.config.namespace)
                 with contextlib.suppress(Exception):  # exiting anyway: never mask the exit status
-                    target.close()
+                    close(target)
 
         self._at_exit = at_exit
         atexit.register(at_exit)
@@ -83,5 +94,6 @@ class ExitHook:
             self._handler = None
 
 
-def close_at_exit(bus: MemoryBus) -> ExitHook:
-    return ExitHook(bus)
+def close_at_exit(bus: C, close: Callable[[C], None]) -> ExitHook:
+    """Hooks that call ``close(bus)`` at exit and on SIGTERM (while ``bus`` lives)."""
+    return ExitHook(bus, close)

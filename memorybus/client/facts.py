@@ -24,7 +24,7 @@ from memorybus.shard.ops import new_op, tag_op
 from memorybus.validation import check_text
 
 if TYPE_CHECKING:
-    from memorybus.client import MemoryBus
+    from memorybus.client.handle import BusHandle
 
 
 def _check_key(key: object) -> str:
@@ -35,7 +35,7 @@ def _check_key(key: object) -> str:
 
 # ------------------------------------------------------------ keyed facts
 def assert_fact(
-    bus: MemoryBus,
+    bus: BusHandle,
     key: str,
     content: str,
     context: Context,
@@ -62,7 +62,7 @@ def assert_fact(
     return result
 
 
-def _assert_one(bus: MemoryBus, key: str, content: str, context: Context, strategy: Strategy | str | None,
+def _assert_one(bus: BusHandle, key: str, content: str, context: Context, strategy: Strategy | str | None,
                 fields: dict[str, Any], op: str) -> Op[FactResult]:  # fmt: skip
     check_context(context)
     _check_key(key)
@@ -77,7 +77,7 @@ def _assert_one(bus: MemoryBus, key: str, content: str, context: Context, strate
 
 
 def assert_facts(
-    bus: MemoryBus,
+    bus: BusHandle,
     items: list[dict[str, Any]],
     context: Context,
     *,
@@ -92,7 +92,7 @@ def assert_facts(
     return results
 
 
-def _assert_many(bus: MemoryBus, items: list[dict[str, Any]], context: Context, strategy: Strategy | str | None,
+def _assert_many(bus: BusHandle, items: list[dict[str, Any]], context: Context, strategy: Strategy | str | None,
                  op: str) -> Op[list[FactResult]]:  # fmt: skip
     check_context(context)
     if not isinstance(items, list) or not all(isinstance(i, dict) for i in items):
@@ -125,7 +125,7 @@ def _assert_many(bus: MemoryBus, items: list[dict[str, Any]], context: Context, 
     return [r for r in out if r is not None]
 
 
-def remember_fact(bus: MemoryBus, subject: str, predicate: str, obj: str, context: Context, *,
+def remember_fact(bus: BusHandle, subject: str, predicate: str, obj: str, context: Context, *,
                   confidence: float = 1.0, **fields: Any) -> Op[FactResult]:  # fmt: skip
     """Assert a knowledge-graph triple ``(subject, predicate, obj)`` as a keyed fact.
 
@@ -156,7 +156,7 @@ def _fact_scope(context: Context, scope: Scope | Level | str | None) -> Scope:
     return context.default_scope("semantic") if scope is None else context.resolve_scope(scope)
 
 
-def current_fact(bus: MemoryBus, key: str, context: Context, *, scope: Any = None) -> Op[MemoryNode | None]:
+def current_fact(bus: BusHandle, key: str, context: Context, *, scope: Any = None) -> Op[MemoryNode | None]:
     """The current value of a keyed fact, or None."""
     target = _fact_scope(context, scope)
     shard = bus._shard_handles()[bus._router.shard_for(target.key)]
@@ -164,7 +164,7 @@ def current_fact(bus: MemoryBus, key: str, context: Context, *, scope: Any = Non
     return node
 
 
-def history(bus: MemoryBus, key: str, context: Context, *, scope: Any = None) -> Op[list[Event]]:
+def history(bus: BusHandle, key: str, context: Context, *, scope: Any = None) -> Op[list[Event]]:
     """Every assertion of a keyed fact in commit order: ``event.data["outcome"]`` is
     ``created``, ``superseded``, ``rejected`` or ``reinforced``; ``event.node`` the value
     (an erased value: ids, kind and outcome, no content; see :meth:`MemoryBus.erase`)."""
@@ -174,7 +174,7 @@ def history(bus: MemoryBus, key: str, context: Context, *, scope: Any = None) ->
     return events
 
 
-def source_reliability(bus: MemoryBus, context: Context) -> Op[dict[str, dict[str, Any]]]:
+def source_reliability(bus: BusHandle, context: Context) -> Op[dict[str, dict[str, Any]]]:
     """What the bus has learned about the sources of ``context``'s org: per source,
     ``reliability`` (the mean of a Beta posterior from a neutral 0.5: how often its
     assertions agreed with what the bus resolved without its vote), and the decayed
@@ -188,7 +188,7 @@ def source_reliability(bus: MemoryBus, context: Context) -> Op[dict[str, dict[st
 
 
 # -------------------------------------------------------------- broadcast
-def broadcast(bus: MemoryBus, memory_id: str, to: Level | str, context: Context, *,
+def broadcast(bus: BusHandle, memory_id: str, to: Level | str, context: Context, *,
               op_id: str | None = None) -> Op[MemoryNode]:  # fmt: skip
     """Share a memory with a wider scope (``"user"`` or ``"org"``): a copy with
     ``confidence x 0.9``, ``parents=[original]``. Only the owner (or an authority)

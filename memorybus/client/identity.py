@@ -20,7 +20,7 @@ import contextlib
 import dataclasses
 import time
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from memorybus.auth import OPERATOR_ORG, Grant, KeyRing, open_keys, peek
 from memorybus.auth.credential import LEVELS, RIGHTS
@@ -29,14 +29,16 @@ from memorybus.errors import InvalidRequest, MemoryBusError, NotAuthorized
 from memorybus.scopes import Context
 
 if TYPE_CHECKING:
-    from memorybus.client import MemoryBus
+    from memorybus.client.handle import BusHandle
+
+B = TypeVar("B", bound="BusHandle")  # the caller's own handle class comes back
 
 #: how long the operator's own credential lives (its handle re-mints it when older)
 OPERATOR_TTL = 7 * 86400.0
 _MAX_TTL = 366 * 86400.0
 
 
-def bootstrap(bus: MemoryBus) -> None:
+def bootstrap(bus: BusHandle) -> None:
     """Make this handle the operator's (credentials mode): the operator key is made on
     first use and an operator credential minted from it."""
     if bus.config.auth == "trusted":
@@ -54,18 +56,18 @@ def bootstrap(bus: MemoryBus) -> None:
         kv.close()
 
 
-def is_operator(bus: MemoryBus) -> bool:
+def is_operator(bus: BusHandle) -> bool:
     return bus.config.auth == "trusted" or (bus._grant is not None and bus._grant.operator)
 
 
-def require_operator(bus: MemoryBus, action: str) -> str:
+def require_operator(bus: BusHandle, action: str) -> str:
     """The handle's operator credential ("" in trusted mode); NotAuthorized on an agent's."""
     if not is_operator(bus):
         raise NotAuthorized(action, "an operator call: this handle is an agent's (see MemoryBus.as_agent)")
     return bus._credential or ""
 
 
-def bind(bus: MemoryBus, context: object) -> Any:
+def bind(bus: BusHandle, context: object) -> Any:
     """The context an operation sends: an agent's own when none is given, carrying the
     handle's credential. A context outside an agent's credential fails here already."""
     grant = bus._grant
@@ -101,7 +103,7 @@ def _names(value: Iterable[str] | None, default: frozenset[str], name: str) -> f
 
 
 def issue_credential(
-    bus: MemoryBus,
+    bus: BusHandle,
     org: str | None = None,
     user: str = "",
     agent: str = "",
@@ -144,7 +146,7 @@ def issue_credential(
         kv.close()
 
 
-def as_agent(bus: MemoryBus, credential: str) -> MemoryBus:
+def as_agent(bus: B, credential: str) -> B:
     """A handle on the same bus bound to ``credential`` (see the module docstring)."""
     try:
         grant = peek(credential)
@@ -156,8 +158,8 @@ def as_agent(bus: MemoryBus, credential: str) -> MemoryBus:
     return other
 
 
-def agent_handle(bus: MemoryBus, org: str, user: str = "", agent: str = "", session: str = "",
-                 **grant: Any) -> MemoryBus:  # fmt: skip
+def agent_handle(bus: B, org: str, user: str = "", agent: str = "", session: str = "",
+                 **grant: Any) -> B:  # fmt: skip
     """``as_agent(issue_credential(...))`` in one call; in trusted mode the handle itself
     (there are no credentials to bind)."""
     if bus.config.auth == "trusted":
@@ -165,14 +167,14 @@ def agent_handle(bus: MemoryBus, org: str, user: str = "", agent: str = "", sess
     return as_agent(bus, issue_credential(bus, org, user, agent, session, **grant))
 
 
-def export_key(bus: MemoryBus) -> bytes | None:
+def export_key(bus: BusHandle) -> bytes | None:
     """The key export files of this bus are sealed under when the caller names none:
     derived from the operator secret (HMAC), so only this bus's operator can seal a file
     this bus imports without ``trusted=True``. None in trusted mode (no secrets)."""
     return derived_key(bus.config, "export seal")
 
 
-def _tell_actors(bus: MemoryBus) -> None:
+def _tell_actors(bus: BusHandle) -> None:
     """Every actor reads the key ring again now (best effort: they do within seconds anyway)."""
     from memorybus.actors import runtime
 
@@ -181,7 +183,7 @@ def _tell_actors(bus: MemoryBus) -> None:
         runtime.run_sync(runtime.iter_refs([h.auth_reload.remote() for h in handles]), 30)
 
 
-def rotate_org_secret(bus: MemoryBus, org: str, grace: float = 3600.0) -> str:
+def rotate_org_secret(bus: BusHandle, org: str, grace: float = 3600.0) -> str:
     """A new signing secret for ``org`` (operator only); credentials signed with the
     old one are refused ``grace`` seconds from now (0: at once). Returns the new key id."""
     require_operator(bus, "rotate_org_secret")
@@ -196,7 +198,7 @@ def rotate_org_secret(bus: MemoryBus, org: str, grace: float = 3600.0) -> str:
     return key.kid
 
 
-def revoke_credential(bus: MemoryBus, credential: str) -> str:
+def revoke_credential(bus: BusHandle, credential: str) -> str:
     """Refuse ``credential`` from now on, everywhere (operator only); returns its id."""
     require_operator(bus, "revoke_credential")
     try:

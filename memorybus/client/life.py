@@ -28,44 +28,22 @@ import contextlib
 import logging
 import threading
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from memorybus.actors import runtime
 from memorybus.config import Config
 from memorybus.errors import ActorUnavailable, BusClosed, ConfigError, DataDirInUse, MemoryBusError
 
 if TYPE_CHECKING:
-    from memorybus.client import MemoryBus
+    from memorybus.client.handle import BusHandle
+
+B = TypeVar("B", bound="BusHandle")  # the caller's own handle class comes back
 
 log = logging.getLogger("memorybus")
 
 
-# ------------------------------------------------------------------ guard
-def is_closed(bus: MemoryBus) -> bool:
-    """Whether this handle can no longer be used (closed, or Ray left)."""
-    return bus._closed is not None or not runtime.is_connected()
-
-
-def check_open(bus: MemoryBus) -> None:
-    if bus._closed is not None:
-        raise BusClosed(bus.config.namespace, bus._closed)
-    if not runtime.is_connected():
-        raise BusClosed(bus.config.namespace, "this process is not connected to Ray (call memorybus.connect)")
-
-
-def actor(bus: MemoryBus, name: str) -> Any:
-    """The actor named ``name``; BusClosed when the bus is not running."""
-    from memorybus import actors
-
-    check_open(bus)
-    try:
-        return actors.lookup(name, bus.config.namespace)
-    except ValueError:
-        raise BusClosed(bus.config.namespace, f"no running actor {name!r} (the bus was shut down)") from None
-
-
 # ---------------------------------------------------------------- startup
-def start(bus: MemoryBus, loader: _Loader | None = None) -> None:
+def start(bus: BusHandle, loader: _Loader | None = None) -> None:
     """Check the namespace's running bus (if any) has this storage, create or join
     the actors, and load this process's query encoder meanwhile (``loader``: its load
     already started, see :func:`open_bus`)."""
@@ -172,7 +150,7 @@ def _check_not_served(config: Config, wait: float = 3.0) -> None:
             time.sleep(0.1)
 
 
-def _report_parked(bus: MemoryBus) -> None:
+def _report_parked(bus: BusHandle) -> None:
     """Say in one line which subscriptions wait for their target actor (connect goes on)."""
     refs = [h.parked.remote(bus._credential or "") for h in bus._hubs or []]
     try:
@@ -185,7 +163,7 @@ def _report_parked(bus: MemoryBus) -> None:
         log.warning("%d subscription(s) parked until their target actor runs: %s", len(lines), "; ".join(lines))
 
 
-def _running_identity(bus: MemoryBus) -> dict[str, Any] | None:
+def _running_identity(bus: BusHandle) -> dict[str, Any] | None:
     """The storage of the namespace's running bus, or None when none runs."""
     from memorybus import actors
 
@@ -201,7 +179,7 @@ def _running_identity(bus: MemoryBus) -> dict[str, Any] | None:
         return None
 
 
-def _preload_encoder(bus: MemoryBus) -> _Loader | None:
+def _preload_encoder(bus: BusHandle) -> _Loader | None:
     """Start loading this process's query encoder when ``connect`` must wait for it
     (``query_encoder="local"``); ``start`` joins it."""
     if bus.config.query_encoder != "local":
@@ -211,10 +189,10 @@ def _preload_encoder(bus: MemoryBus) -> _Loader | None:
     return loader
 
 
-def _load_encoder_behind(bus: MemoryBus) -> None:
+def _load_encoder_behind(bus: BusHandle) -> None:
     """After the actors answer (``query_encoder="auto"``, a driver): load this
     process's query encoder in the background; recalls use the embedder actor until
-    it is loaded (``MemoryBus._encodes_queries_here``). Measured 2026-12-05 on 2
+    it is loaded (``BusHandle._encodes_queries_here``). Measured 2026-12-05 on 2
     cores: loading it while the actors start cost ``connect`` about 1 s of CPU."""
     if bus.config.query_encoder != "auto" or not bus._encodes_queries_here(blocking=True):
         return
@@ -225,7 +203,7 @@ def _load_encoder_behind(bus: MemoryBus) -> None:
 
 
 # ---------------------------------------------------------------- closing
-def _flush_all(bus: MemoryBus) -> None:
+def _flush_all(bus: BusHandle) -> None:
     """Write pending access statistics and subscription cursors (best effort)."""
     auth = (bus._credential or "")
     refs = [h.flush.remote(auth) for h in (bus._hubs or [])] + [s.flush.remote(auth) for s in (bus._shards or [])]
@@ -233,7 +211,7 @@ def _flush_all(bus: MemoryBus) -> None:
         runtime.run_sync(runtime.iter_refs(refs), 30)
 
 
-def _stop_actors(bus: MemoryBus) -> None:
+def _stop_actors(bus: BusHandle) -> None:
     """Close the stores cleanly (cursors written, SQLite WAL checkpointed into the main
     files, so the data directory alone is a full copy), then kill every actor."""
     closing = [h.close.remote(bus._credential or "") for h in (bus._shards or []) + (bus._hubs or [])]
@@ -246,11 +224,11 @@ def _stop_actors(bus: MemoryBus) -> None:
             runtime.kill(handle)
 
 
-def all_handles(bus: MemoryBus) -> list[Any]:
+def all_handles(bus: BusHandle) -> list[Any]:
     return (bus._shards or []) + (bus._embedders or []) + (bus._hubs or []) + list(bus._maintenance.values())
 
 
-def release(bus: MemoryBus, reason: str) -> None:
+def release(bus: BusHandle, reason: str) -> None:
     from memorybus.client.channels import close_all
 
     bus._closed = reason
@@ -262,7 +240,7 @@ def release(bus: MemoryBus, reason: str) -> None:
     bus._maintenance = {}
 
 
-def close(bus: MemoryBus) -> None:
+def close(bus: BusHandle) -> None:
     """Flush, then release what ``connect`` acquired; idempotent.
 
     Pending access statistics and subscription cursors are written first. A handle
@@ -285,7 +263,7 @@ def close(bus: MemoryBus) -> None:
         release(bus, "closed")
 
 
-def shutdown(bus: MemoryBus) -> None:
+def shutdown(bus: BusHandle) -> None:
     """Stop this bus's actors, whoever created them: the stores are closed cleanly
     first (access statistics and subscription cursors written, SQLite WAL
     checkpointed into the main files), then the actors are killed; the data stays.
@@ -293,7 +271,7 @@ def shutdown(bus: MemoryBus) -> None:
     from memorybus.client.identity import require_operator
 
     require_operator(bus, "shutdown")
-    check_open(bus)
+    bus._check_open()
     if bus._shards is None:  # a handle that never looked them up (e.g. unpickled)
         with contextlib.suppress(BusClosed):
             _find_all(bus)
@@ -301,7 +279,7 @@ def shutdown(bus: MemoryBus) -> None:
     release(bus, "shut down")
 
 
-def _find_all(bus: MemoryBus) -> None:
+def _find_all(bus: BusHandle) -> None:
     from memorybus import actors
 
     cfg = bus.config
@@ -361,7 +339,7 @@ def _prepare_stores(config: Config) -> None:
             identity.store_file_missing(config, shard_name(i), factory.sqlite_path(config, shard_name(i)))
 
 
-def open_bus(cls: type[MemoryBus], config: Config | None, ray_init_kwargs: dict[str, Any]) -> MemoryBus:
+def open_bus(cls: type[B], config: Config | None, ray_init_kwargs: dict[str, Any]) -> B:
     """:func:`memorybus.connect`: start or join Ray, then create or join the bus."""
     from memorybus.errors import InvalidRequest
 
@@ -390,7 +368,7 @@ def open_bus(cls: type[MemoryBus], config: Config | None, ray_init_kwargs: dict[
     if owns_ray:  # a script's own Ray: SIGTERM and exit close the bus (see client.exit)
         from memorybus.client.exit import close_at_exit
 
-        bus._exit_hook = close_at_exit(bus)
+        bus._exit_hook = close_at_exit(bus, close)
     _load_encoder_behind(bus)
     log.info("memorybus %r ready in %.1fs", config.namespace, time.monotonic() - started)
     return bus

@@ -16,11 +16,11 @@ from memorybus.scopes import Context, Level, Scope
 from memorybus.views import MemoryPage, listing_filters, merge_pages
 
 if TYPE_CHECKING:
-    from memorybus.client import MemoryBus
+    from memorybus.client.handle import BusHandle
 
 
 def list_memories(
-    bus: MemoryBus,
+    bus: BusHandle,
     context: Context | None,
     *,
     scope: Scope | Level | str | None = None,

@@ -18,10 +18,10 @@ from memorybus.scopes import Context, Scope
 from memorybus.validation import check_time
 
 if TYPE_CHECKING:
-    from memorybus.client import MemoryBus
+    from memorybus.client.handle import BusHandle
 
 
-def _check_now(bus: MemoryBus, now: object) -> float | None:
+def _check_now(bus: BusHandle, now: object) -> float | None:
     when = check_time("now", now, InvalidRequest, optional=True)
     limit = bus.config.maintenance_max_future_seconds
     if when is not None and when > time.time() + limit:
@@ -30,7 +30,7 @@ def _check_now(bus: MemoryBus, now: object) -> float | None:
     return when
 
 
-def run_decay(bus: MemoryBus, context: Context, now: float | None = None) -> Op[dict[str, Any]]:
+def run_decay(bus: BusHandle, context: Context, now: float | None = None) -> Op[dict[str, Any]]:
     """One decay sweep, over every shard, of the memories whose scope ``context``
     manages (an org context: its whole org; a user context: that user's scopes; see
     :meth:`~memorybus.scopes.Context.manages`), now or at ``now`` (epoch seconds, at
@@ -43,7 +43,7 @@ def run_decay(bus: MemoryBus, context: Context, now: float | None = None) -> Op[
 
 
 def run_consolidation(
-    bus: MemoryBus,
+    bus: BusHandle,
     context: Context,
     now: float | None = None,
     *,
@@ -75,7 +75,7 @@ def run_consolidation(
     return dict(counts)
 
 
-def schedule_maintenance(bus: MemoryBus, decay_interval: float | None = None,
+def schedule_maintenance(bus: BusHandle, decay_interval: float | None = None,
                          consolidation_interval: float | None = None) -> Op[None]:  # fmt: skip
     """Start the periodic decay and consolidation runs (intervals from config by default).
 
@@ -87,7 +87,7 @@ def schedule_maintenance(bus: MemoryBus, decay_interval: float | None = None,
     ]
 
 
-def maintenance_status(bus: MemoryBus) -> Op[dict[str, Any]]:
+def maintenance_status(bus: BusHandle) -> Op[dict[str, Any]]:
     """Each scheduled actor's last run, duration, counts and next run (operator only)."""
     auth = require_operator(bus, "maintenance_status")
     decay, consolidation = yield [bus._maintenance_actor(k).status.remote(auth) for k in ("decay", "consolidation")]

@@ -25,11 +25,11 @@ from memorybus.scopes import Context
 from memorybus.shard.ops import new_op, tag_op
 
 if TYPE_CHECKING:
-    from memorybus.client import MemoryBus
+    from memorybus.client.handle import BusHandle
 
 
 # ----------------------------------------------------------------- remember
-def remember(bus: MemoryBus, content: str, context: Context, *, op_id: str | None = None,
+def remember(bus: BusHandle, content: str, context: Context, *, op_id: str | None = None,
              **fields: Any) -> Op[MemoryNode]:  # fmt: skip
     """Store one memory; returns it as stored (version 1).
 
@@ -58,7 +58,7 @@ def remember(bus: MemoryBus, content: str, context: Context, *, op_id: str | Non
     return nodes[0]
 
 
-def remember_many(bus: MemoryBus, items: Sequence[Any], context: Context, *,
+def remember_many(bus: BusHandle, items: Sequence[Any], context: Context, *,
                   op_id: str | None = None) -> Op[list[MemoryNode]]:  # fmt: skip
     """Store many memories (str, dict of remember fields, or MemoryNode each);
     ``op_id`` as for :meth:`remember`."""
@@ -68,7 +68,7 @@ def remember_many(bus: MemoryBus, items: Sequence[Any], context: Context, *,
 
 
 def remember_turns(
-    bus: MemoryBus,
+    bus: BusHandle,
     turns: Sequence[Any],
     context: Context,
     *,
@@ -89,7 +89,7 @@ def remember_turns(
     return nodes
 
 
-def _remember_nodes(bus: MemoryBus, items: Sequence[Any], context: Context, op: str) -> Op[list[MemoryNode]]:
+def _remember_nodes(bus: BusHandle, items: Sequence[Any], context: Context, op: str) -> Op[list[MemoryNode]]:
     check_context(context)
     if isinstance(items, str | bytes | dict) or not isinstance(items, Iterable):
         raise InvalidRequest("items", "must be a list of memories")
@@ -155,7 +155,7 @@ def _remember_nodes(bus: MemoryBus, items: Sequence[Any], context: Context, op: 
 
 
 # ----------------------------------------------------- get / update / forget
-def _holder(bus: MemoryBus, context: Context, memory_id: str) -> Op[int]:
+def _holder(bus: BusHandle, context: Context, memory_id: str) -> Op[int]:
     """The one shard that may hold ``memory_id``: the shard its bucket routes to (see
     :mod:`memorybus.ids`). An id without a bucket (a store written before ids carried
     one) is looked for on every shard, and only a single holder is acted on: the one
@@ -176,20 +176,20 @@ def _holder(bus: MemoryBus, context: Context, memory_id: str) -> Op[int]:
     return holders[0]
 
 
-def _on_holder(bus: MemoryBus, method: str, context: Context, memory_id: str, *args: Any) -> Op[Any]:
+def _on_holder(bus: BusHandle, method: str, context: Context, memory_id: str, *args: Any) -> Op[Any]:
     """Call ``method`` on the one shard that holds ``memory_id`` (:func:`_holder`)."""
     shard = yield from _holder(bus, context, memory_id)
     (result,) = yield [getattr(bus._shard_handles()[shard], method).remote(context, memory_id, *args)]
     return result
 
 
-def get(bus: MemoryBus, memory_id: str, context: Context) -> Op[MemoryNode]:
+def get(bus: BusHandle, memory_id: str, context: Context) -> Op[MemoryNode]:
     """The memory with this id, if ``context`` may see it."""
     node = yield from _on_holder(bus, "get", context, memory_id)
     return node
 
 
-def update(bus: MemoryBus, memory_id: str, context: Context, *, expected_version: int, op_id: str | None = None,
+def update(bus: BusHandle, memory_id: str, context: Context, *, expected_version: int, op_id: str | None = None,
            **changes: Any) -> Op[MemoryNode]:  # fmt: skip
     """Compare-and-set: change fields if the stored version is ``expected_version``.
 
@@ -218,7 +218,7 @@ def update(bus: MemoryBus, memory_id: str, context: Context, *, expected_version
     return node
 
 
-def forget(bus: MemoryBus, memory_id: str, context: Context, *, expected_version: int | None = None,
+def forget(bus: BusHandle, memory_id: str, context: Context, *, expected_version: int | None = None,
            op_id: str | None = None) -> Op[bool]:  # fmt: skip
     """Delete a memory from store and index. Raises MemoryNotFound if absent.
     ``op_id`` as for :meth:`remember`: a retry of a forget that succeeded answers True.
@@ -229,7 +229,7 @@ def forget(bus: MemoryBus, memory_id: str, context: Context, *, expected_version
     return done
 
 
-def _forget(bus: MemoryBus, memory_id: str, context: Context, expected_version: int | None, op: str) -> Op[bool]:
+def _forget(bus: BusHandle, memory_id: str, context: Context, expected_version: int | None, op: str) -> Op[bool]:
     if expected_version is not None and (isinstance(expected_version, bool) or not isinstance(expected_version, int)):
         raise InvalidRequest("expected_version", "must be an int or None")
     deleted = yield from _on_holder(bus, "delete", context, memory_id, expected_version, op)
@@ -239,12 +239,12 @@ def _forget(bus: MemoryBus, memory_id: str, context: Context, expected_version: 
 
 
 # ------------------------------------------------------------------ upkeep
-def flush(bus: MemoryBus) -> Op[None]:
+def flush(bus: BusHandle) -> Op[None]:
     """Write pending access statistics of every shard to its store."""
     yield [h.flush.remote(bus._credential or "") for h in bus._shard_handles()]
 
 
-def count(bus: MemoryBus) -> Op[int]:
+def count(bus: BusHandle) -> Op[int]:
     """How many memories the bus holds (every shard, whatever the scope)."""
     counts = yield [h.count.remote(bus._credential or "") for h in bus._shard_handles()]
     return sum(counts)

@@ -35,11 +35,11 @@ from memorybus.scopes import Context
 from memorybus.validation import check_text
 
 if TYPE_CHECKING:
-    from memorybus.client import MemoryBus
+    from memorybus.client.handle import BusHandle
 
 
 def recall(
-    bus: MemoryBus,
+    bus: BusHandle,
     query: str,
     context: Context,
     *,
@@ -121,7 +121,7 @@ def recall(
 
 
 def context_for(
-    bus: MemoryBus,
+    bus: BusHandle,
     query: str,
     context: Context,
     token_budget: int = 1000,
@@ -160,7 +160,7 @@ def context_for(
         block = builder.shrink(block, counts)
 
 
-def embed(bus: MemoryBus, texts: Sequence[str] | str) -> Op[np.ndarray]:
+def embed(bus: BusHandle, texts: Sequence[str] | str) -> Op[np.ndarray]:
     """Embed texts with the bus's model (through the batching embedder): one row per
     text; a single string is one text (one row), never its characters. The vectors are
     the caller's: nothing is stored (a stored memory's vector is its shard's choice)."""

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 from memorybus.actors import runtime
 from memorybus.actors.runtime import Op
-from memorybus.client.operation import check_context
+from memorybus.client.operation import check_context, operation
 from memorybus.errors import DeliveryFailed, InvalidRequest, MemoryBusError
 from memorybus.events import Event, EventFilter
 from memorybus.pubsub.records import check_name
@@ -39,7 +39,7 @@ from memorybus.pubsub.targets import named
 from memorybus.scopes import Context, Scope
 
 if TYPE_CHECKING:
-    from memorybus.client import MemoryBus
+    from memorybus.client.handle import BusHandle
 
 log = logging.getLogger(__name__)
 
@@ -184,7 +184,7 @@ class Subscription:
         if self._thread is not None:
             self._thread.join(timeout=5)
         if unsubscribe:
-            self.bus.unsubscribe(self.name, self._context)
+            _unsubscribe.__get__(self.bus)(self.name, self._context)
 
 
 async def _await(x: Any) -> Any:
@@ -192,7 +192,7 @@ async def _await(x: Any) -> Any:
 
 
 def subscribe(
-    bus: MemoryBus,
+    bus: BusHandle,
     context: Context,
     filter: EventFilter | None = None,
     *,
@@ -248,7 +248,7 @@ def subscribe(
     return sub
 
 
-def unsubscribe(bus: MemoryBus, name: str, context: Context) -> Op[bool]:
+def unsubscribe(bus: BusHandle, name: str, context: Context) -> Op[bool]:
     """Delete ``context``'s subscription ``name`` (and its cursors); False if it has none."""
     check_context(context)
     _, hub = bus._hub_for(context.org)
@@ -256,7 +256,10 @@ def unsubscribe(bus: MemoryBus, name: str, context: Context) -> Op[bool]:
     return bool(done)
 
 
-def subscription_cursors(bus: MemoryBus, name: str, context: Context) -> Op[dict[Scope, int]]:
+_unsubscribe = operation(unsubscribe, 60)  # Subscription.stop(unsubscribe=True): the bus method's call
+
+
+def subscription_cursors(bus: BusHandle, name: str, context: Context) -> Op[dict[Scope, int]]:
     """The acknowledged position of ``context``'s subscription ``name``: the sequence
     number of the last processed event per :class:`~memorybus.scopes.Scope` (pass it
     to :class:`Inbox`); empty if it has none."""
@@ -266,7 +269,7 @@ def subscription_cursors(bus: MemoryBus, name: str, context: Context) -> Op[dict
     return readable(cursors)
 
 
-def bus_stats(bus: MemoryBus, context: Context) -> Op[dict[str, Any]]:
+def bus_stats(bus: BusHandle, context: Context) -> Op[dict[str, Any]]:
     """Delivery figures of the subscriptions ``context`` manages (an org context: its
     org's; a user context: that user's): ``published`` (events of its org),
     ``delivered``, ``parked`` (the names of subscriptions waiting for their target

@@ -14,8 +14,7 @@ from dataclasses import dataclass, field, fields, replace
 from typing import Any, Literal
 
 from memorybus.config.policies import BusPolicy, ConsolidationPolicy, DecayPolicy, GraphPolicy, _require
-from memorybus.config.sentinel_url import is_sentinel_url
-from memorybus.config.urls import check_redis_url, redact_url
+from memorybus.config.urls import check_redis_url, is_sentinel_url, redact_url
 from memorybus.config.weights import RankingWeights
 from memorybus.errors import ConfigError
 from memorybus.validation import is_int
@@ -45,7 +44,7 @@ class Config:
     #: name the bus's own user (deploy/redis.sh makes ``memorybus``), not ``default``.
     #: Through Redis Sentinel (the client follows the master across failovers):
     #: ``redis+sentinel://user:password@s1:26379,s2:26379,s3:26379/<master-name>/<db>``
-    #: (``rediss+sentinel://`` for TLS; :mod:`memorybus.config.sentinel_url`)
+    #: (``rediss+sentinel://`` for TLS; :mod:`memorybus.config.urls`)
     redis_url: str | None = None
     #: refuse to open a Redis store unless the server runs ``appendonly yes`` with
     #: ``appendfsync always`` (checked with CONFIG GET, or INFO persistence when the

@@ -18,7 +18,7 @@ Guarantees:
 """
 
 from memorybus.shard.erase import Selector
-from memorybus.shard.facts import FactResult
+from memorybus.shard.results import FactResult
 from memorybus.shard.shard import Shard
 from memorybus.shard.writes import UPDATABLE
 

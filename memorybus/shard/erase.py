@@ -42,9 +42,9 @@ from memorybus.events import Event, EventKind, bare, bare_event
 from memorybus.evidence import KeyEvidence, without_sources
 from memorybus.model import MemoryNode, MemoryStatus, evolve
 from memorybus.scopes import Scope
-from memorybus.shard.facts import FactResult
 from memorybus.shard.job import Job
 from memorybus.shard.ops import decode_outcome, encode_outcome
+from memorybus.shard.results import FactResult
 from memorybus.storage.base import Scrub, WriteBatch
 from memorybus.validation import check_text
 

@@ -32,8 +32,9 @@ from memorybus.conflicts import Strategy
 from memorybus.errors import OutcomeUnknown, StoreUnavailable
 from memorybus.model import MemoryNode
 from memorybus.scopes import Context
-from memorybus.shard.facts import Assertion, FactResult
+from memorybus.shard.facts import Assertion
 from memorybus.shard.ops import OpCall, Recorded, check_op
+from memorybus.shard.results import FactResult
 
 if TYPE_CHECKING:
     from memorybus.shard.facts import Facts

@@ -20,6 +20,7 @@ from memorybus.reliability import Reliabilities
 from memorybus.scopes import Context, Scope
 from memorybus.shard.job import Job
 from memorybus.shard.records import content_hash
+from memorybus.shard.results import FactResult
 from memorybus.shard.writes import check_source
 from memorybus.storage.base import SlotWrite, WriteBatch
 
@@ -39,20 +40,6 @@ class Assertion:
     strategy: Strategy
     now: float
     part: int
-
-
-@dataclass(slots=True)
-class FactResult:
-    """What :meth:`Shard.assert_fact` did: the node written (or reinforced), whether
-    it is now the current value, the previous current id, and the outcome
-    (``created``, ``superseded``, ``rejected``, ``reinforced``)."""
-
-    node: MemoryNode
-    current: bool
-    previous: str | None
-    outcome: str
-    fact_seq: int
-    write_id: str = ""
 
 
 @dataclass(slots=True)

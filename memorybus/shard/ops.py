@@ -33,8 +33,8 @@ from memorybus.events import Event
 from memorybus.model import MemoryNode
 from memorybus.scopes import Context
 from memorybus.shard.auditing import AuditTrail, principal
-from memorybus.shard.facts import FactResult
 from memorybus.shard.gate import Gate
+from memorybus.shard.results import FactResult
 from memorybus.storage.base import AlreadyApplied, Store, WriteBatch
 
 T = TypeVar("T")

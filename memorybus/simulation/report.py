@@ -18,14 +18,35 @@ import os
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import asdict
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from memorybus.latency import percentile
 from memorybus.simulation.grading import accuracy
 from memorybus.simulation.replay import ALL_STRATEGIES
 
 if TYPE_CHECKING:
-    from memorybus.simulation.runner import Run
+    from memorybus.simulation.grading import Grader
+    from memorybus.simulation.plan import Planner
+    from memorybus.simulation.settings import SimConfig
+    from memorybus.simulation.world import World
+
+
+class Run(Protocol):
+    """What the report reads of a finished run (:class:`memorybus.simulation.runner.Run`
+    has it; the report never imports the runner)."""
+
+    config: SimConfig
+    run_id: str
+    world: World
+    planner: Planner
+    grader: Grader
+    latencies: list[tuple[str, float, bool]]
+    series: list[dict[str, Any]]
+    conflicts: dict[tuple[str, int], dict[str, Any]]
+    maintenance: list[dict[str, Any]]
+    step_walls: list[float]
+    replayed: dict[tuple[str, int], dict[str, bool]]
+    observed_at: dict[tuple[str, int], int]
 
 METHODS = ("recall", "current_fact", "context_for", "pushed", "no_bus")
 KINDS = ("current", "as_of", "finding")

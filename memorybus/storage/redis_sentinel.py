@@ -1,7 +1,7 @@
 """Redis through Sentinel: a client that follows the master across failovers.
 
 :func:`open_sentinel` turns a ``redis+sentinel://`` / ``rediss+sentinel://`` URL
-(:mod:`memorybus.config.sentinel_url`) into a redis-py client whose connections are
+(:mod:`memorybus.config.urls`) into a redis-py client whose connections are
 made to whatever node the sentinels currently name as the master.
 
 Guarantees:
@@ -28,10 +28,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from memorybus.config.sentinel_url import parse_sentinel_url
-from memorybus.config.urls import redact_url
+from memorybus.config.urls import parse_sentinel_url, redact_url
 from memorybus.errors import ConfigError
-from memorybus.storage.redis_client import RedisTLS, warn_if_plaintext
+from memorybus.storage.redis_tls import RedisTLS, warn_if_plaintext
 
 if TYPE_CHECKING:
     import redis

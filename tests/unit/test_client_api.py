@@ -18,7 +18,7 @@ from memorybus.client.operation import operation
 #: public methods that are not operations on the bus's data: the handle's own life and
 #: identity (credentials are minted and checked in this process, from the key ring)
 LIFECYCLE = {"close", "shutdown", "with_timeout", "issue_credential", "as_agent", "agent_handle", "rotate_org_secret",
-             "revoke_credential", "whoami"}
+             "revoke_credential", "whoami", "warm_up"}
 
 
 def _public_methods() -> dict[str, object]:

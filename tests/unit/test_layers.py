@@ -97,6 +97,43 @@ def test_no_import_cycle_between_units():
     assert _cycles(_unit_graph()) == []
 
 
+def _module_graph() -> dict[str, set[str]]:
+    """module -> the memorybus modules it imports, annotation-only imports included; a
+    ``from package import name`` counts as the submodule when ``name`` is one, else as
+    the package. The lazy facade ``memorybus`` itself is left out (it names everything)."""
+    modules: dict[str, Path] = {}
+    for path in PACKAGE.rglob("*.py"):
+        parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+        modules[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    graph: dict[str, set[str]] = {}
+    for module, path in modules.items():
+        package = module if path.name == "__init__.py" else module.rsplit(".", 1)[0]
+        found: set[str] = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                found |= {a.name for a in node.names}
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    up = package.split(".")[: len(package.split(".")) - (node.level - 1)]
+                    base = ".".join(up + ([base] if base else []))
+                found |= {f"{base}.{a.name}" if f"{base}.{a.name}" in modules else base for a in node.names}
+        graph[module] = {t for t in found if t in modules and t != module} if module != "memorybus" else set()
+    return graph
+
+
+def test_the_module_graph_is_read():
+    graph = _module_graph()
+    assert "memorybus.client.handle" in graph["memorybus.client.queries"]  # an annotation-only import
+    assert "memorybus.shard.results" in graph["memorybus.shard.ops"]
+
+
+def test_no_import_cycle_between_modules_not_even_for_annotations():
+    """Module by module, ``if TYPE_CHECKING:`` imports included: a package's modules and
+    its ``__init__`` never import each other in a circle (issue 31)."""
+    assert _cycles(_module_graph()) == []
+
+
 def test_storage_does_not_import_the_shard():
     assert "memorybus.shard" not in _unit_graph()["memorybus.storage"]
 

@@ -7,8 +7,7 @@ from __future__ import annotations
 import pytest
 
 from memorybus import Config
-from memorybus.config.sentinel_url import parse_sentinel_url
-from memorybus.config.urls import check_redis_url, redact_url
+from memorybus.config.urls import check_redis_url, parse_sentinel_url, redact_url
 from memorybus.errors import ConfigError
 from memorybus.storage.redis_client import RedisTLS, open_redis
 
