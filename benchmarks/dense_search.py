@@ -39,7 +39,7 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     import numpy as np
 
-    from memorybus.model import MemoryNode
+    from memorybus.memory.model import MemoryNode
     from memorybus.retrieval.vectorcache import VectorCache
     from memorybus.scopes import Scope
     from memorybus.storage.vectors import EdgeVectorIndex

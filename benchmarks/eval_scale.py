@@ -37,7 +37,7 @@ def main(argv: list[str] | None = None) -> int:
     import numpy as np
 
     from memorybus.clock import ManualClock
-    from memorybus.model import MemoryNode
+    from memorybus.memory.model import MemoryNode
     from memorybus.retrieval import RecallOptions
     from memorybus.scopes import Context
     from memorybus.shard import Shard

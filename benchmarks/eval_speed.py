@@ -9,7 +9,7 @@ as many vectors as the bus may return for that query: the memories of the
 caller's visible scope (its user's, ``--n / --users``; the cost of brute force
 depends on the count, not the values, so random unit vectors stand in). The
 raw side uses the bus's encoder path (the lean transformer + pooling of
-``memorybus.embedding``, which the bus's in-process query encoder and its
+``memorybus.encoder.embedding``, which the bus's in-process query encoder and its
 embedder run); the ``SentenceTransformer.encode`` path is timed beside it and
 reported under its own label. The bus ingests all ``--n`` texts (``--users``
 user scopes, round robin by call); recall uses the default, hybrid
@@ -63,7 +63,7 @@ def main(argv: list[str] | None = None) -> int:
     from memorybus.config import Config, RankingWeights
     from memorybus.evaluation.raw import RawModel
     from memorybus.evaluation.report import progress
-    from memorybus.model import MemoryNode
+    from memorybus.memory.model import MemoryNode
     from memorybus.scopes import Context, Scope
     from memorybus.shard.texts import embedding_texts
 

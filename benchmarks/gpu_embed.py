@@ -43,7 +43,7 @@ USERS = 8
 
 
 def embedder_alone(model_path: str, texts: list[str], device: str, model_batch: int, threads: int) -> dict:
-    from memorybus.embedding import Embedder
+    from memorybus.encoder.embedding import Embedder
 
     t0 = time.perf_counter()
     emb = Embedder(model_path, threads=threads, batch_size=model_batch, cache_size=0, device=device)

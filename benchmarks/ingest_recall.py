@@ -127,7 +127,7 @@ def measure_raw(
     vectors of one user (what the bus may return for one user's recall)."""
     import numpy as np
 
-    from memorybus.embedding import Embedder
+    from memorybus.encoder.embedding import Embedder
 
     log(f"raw: loading model (threads=2, {'bus encoder path' if lean else 'SentenceTransformer.encode path'})")
     t0 = time.perf_counter()

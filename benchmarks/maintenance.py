@@ -65,7 +65,7 @@ def _load(cfg: object, per: int, stale_share: float, now: float) -> None:
     import numpy as np
 
     import memorybus as mb
-    from memorybus.model import MemoryNode
+    from memorybus.memory.model import MemoryNode
     from memorybus.scopes import Router, shard_name
     from memorybus.shard.build import open_shard
 

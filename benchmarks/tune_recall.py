@@ -1,6 +1,6 @@
 """Tune and check recall quality on the dev files, fast: the shard's own search, no Ray.
 
-Builds each memory exactly as ``remember_many`` does (``memorybus.items``), with
+Builds each memory exactly as ``remember_many`` does (``memorybus.memory.items``), with
 the loaders' items for each mode (``structured``: declared thread / position /
 speaker; ``plain``: text and event time only), stores them in a plain
 :class:`~memorybus.shard.Shard` (SQLite + Qdrant Edge in a temp dir) and asks
@@ -54,7 +54,7 @@ class CachedEncoder:
 
     def __init__(self, cache_dir: str, threads: int = 2, model: str | None = None) -> None:
         from memorybus.config import Config
-        from memorybus.modelinfo import model_fingerprint
+        from memorybus.encoder.modelinfo import model_fingerprint
 
         cfg = Config(model_path=model)
         self.model_path = cfg.resolved_model_path()
@@ -79,7 +79,7 @@ class CachedEncoder:
         missing = list(dict.fromkeys(t for t, k in zip(texts, keys, strict=True) if k not in self._vecs))
         if missing:
             if self._model is None:
-                from memorybus.embedding import Embedder
+                from memorybus.encoder.embedding import Embedder
 
                 self._model = Embedder(self.model_path, threads=self.threads, cache_size=0)
             log(f"encoding {len(missing)} texts")
@@ -115,7 +115,7 @@ class Harness:
                            dim=dim, clock=self.clock, ranking=ranking)  # fmt: skip
 
     def store(self, items: list[dict[str, Any]], context: Any) -> list[Any]:
-        from memorybus.items import build_memory
+        from memorybus.memory.items import build_memory
 
         out = []
         for start in range(0, len(items), 256):  # the client's ingest chunk

@@ -22,7 +22,7 @@ __version__ = "0.1.0"
 
 #: public name -> module that defines it
 _EXPORTS = {
-    "Strategy": "memorybus.conflicts",
+    "Strategy": "memorybus.bus.conflicts",
     "MemoryBus": "memorybus.client",
     "connect": "memorybus.client",
     "Inbox": "memorybus.client.subscriptions",
@@ -63,14 +63,14 @@ _EXPORTS = {
     "StoreUnavailable": "memorybus.errors",
     "Unavailable": "memorybus.errors",
     "VersionConflict": "memorybus.errors",
-    "Event": "memorybus.events",
-    "EventFilter": "memorybus.events",
-    "EventKind": "memorybus.events",
-    "derived_id": "memorybus.ids",
-    "new_id": "memorybus.ids",
-    "MemoryKind": "memorybus.model",
-    "MemoryNode": "memorybus.model",
-    "MemoryStatus": "memorybus.model",
+    "Event": "memorybus.memory.events",
+    "EventFilter": "memorybus.memory.events",
+    "EventKind": "memorybus.memory.events",
+    "derived_id": "memorybus.memory.ids",
+    "new_id": "memorybus.memory.ids",
+    "MemoryKind": "memorybus.memory.model",
+    "MemoryNode": "memorybus.memory.model",
+    "MemoryStatus": "memorybus.memory.model",
     "salience": "memorybus.salience",
     "RecallHit": "memorybus.retrieval",
     "RecallOptions": "memorybus.retrieval",
@@ -155,11 +155,11 @@ def __dir__() -> list[str]:
 
 if TYPE_CHECKING:
     from memorybus.auth import Grant
+    from memorybus.bus.conflicts import Strategy
     from memorybus.client import MemoryBus, connect
     from memorybus.client.subscriptions import Inbox, Subscription
     from memorybus.clock import Clock, ManualClock, SystemClock
     from memorybus.config import BusPolicy, Config, ConsolidationPolicy, DecayPolicy, GraphPolicy, RankingWeights
-    from memorybus.conflicts import Strategy
     from memorybus.errors import (
         ActorFailed,
         ActorUnavailable,
@@ -185,9 +185,9 @@ if TYPE_CHECKING:
         Unavailable,
         VersionConflict,
     )
-    from memorybus.events import Event, EventFilter, EventKind
-    from memorybus.ids import derived_id, new_id
-    from memorybus.model import MemoryKind, MemoryNode, MemoryStatus
+    from memorybus.memory.events import Event, EventFilter, EventKind
+    from memorybus.memory.ids import derived_id, new_id
+    from memorybus.memory.model import MemoryKind, MemoryNode, MemoryStatus
     from memorybus.prompt import ContextBlock
     from memorybus.retrieval import RecallHit, RecallOptions
     from memorybus.salience import salience

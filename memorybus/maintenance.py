@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from memorybus.config import ConsolidationPolicy, DecayPolicy
-from memorybus.ids import derived_id
-from memorybus.model import MemoryKind, MemoryNode, MemoryStatus
+from memorybus.memory.ids import derived_id
+from memorybus.memory.model import MemoryKind, MemoryNode, MemoryStatus
 from memorybus.salience import SECONDS_PER_DAY, salience_array
 from memorybus.scopes import Scope
 from memorybus.words import STOP_WORDS
@@ -72,7 +72,7 @@ class Cluster:
 
     def semantic_id(self) -> str:
         """Deterministic: the same sources always give the same semantic memory id (an
-        id of the cluster's scope, see :mod:`memorybus.ids`)."""
+        id of the cluster's scope, see :mod:`memorybus.memory.ids`)."""
         return derived_id(Scope.from_key(self.scope_key), "consolidated:" + "\x1f".join(self.ids))
 
 

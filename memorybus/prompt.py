@@ -19,7 +19,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from memorybus.errors import InvalidRequest
-from memorybus.model import MemoryNode
+from memorybus.memory.model import MemoryNode
 from memorybus.retrieval.copies import Collapser
 from memorybus.retrieval.hits import RecallHit
 from memorybus.retrieval.structure import index_text, order_key

@@ -1,6 +1,6 @@
 """Salience: the forgetting curve of DESIGN.md, for one memory or for arrays of them.
 
-Pure functions of a memory's epistemic fields and the time; :mod:`memorybus.model`
+Pure functions of a memory's epistemic fields and the time; :mod:`memorybus.memory.model`
 re-exports them.
 """
 
@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 if TYPE_CHECKING:
-    from memorybus.model import MemoryNode
+    from memorybus.memory.model import MemoryNode
 
 SECONDS_PER_DAY = 86_400.0
 

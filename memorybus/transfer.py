@@ -24,7 +24,7 @@ digest is checked).
 
 :func:`read_export` also validates the whole file (every envelope decoded, every node
 validated) and its references: every memory id is a memory id of its memory's scope
-(:mod:`memorybus.ids`: canonical, carrying the scope's bucket; no empty or aliased
+(:mod:`memorybus.memory.ids`: canonical, carrying the scope's bucket; no empty or aliased
 ids), no id twice, every event's memory in the event's scope, every fact head (slot)
 an id of its scope and, when the file holds that memory, a memory of the same scope
 and key. It raises :class:`~memorybus.errors.InvalidRequest` naming the first problem.
@@ -43,12 +43,12 @@ from typing import IO, Any
 
 import msgpack
 
-from memorybus import ids
-from memorybus.codec import decode, decode_node, encode_node
+from memorybus.bus.evidence import KeyEvidence
 from memorybus.errors import InvalidRequest, MemoryBusError
-from memorybus.events import Event
-from memorybus.evidence import KeyEvidence
-from memorybus.model import MemoryNode, evolve
+from memorybus.memory import ids
+from memorybus.memory.codec import decode, decode_node, encode_node
+from memorybus.memory.events import Event
+from memorybus.memory.model import MemoryNode, evolve
 from memorybus.scopes import Scope
 
 FORMAT = "memorybus-export"
@@ -59,7 +59,7 @@ MIN_KEY_BYTES = 16
 
 #: a keyed fact's head: ``(scope key, fact key, current memory id, fact sequence)``
 Slot = tuple[str, str, str, int]
-#: a head as exported: with the fact's evidence (:mod:`memorybus.evidence`, encoded) or None
+#: a head as exported: with the fact's evidence (:mod:`memorybus.bus.evidence`, encoded) or None
 ExportedSlot = tuple[str, str, str, int, bytes | None]
 #: an event of a scope's log, encoded: ``(scope key, sequence, envelope)``
 LoggedEvent = tuple[str, int, bytes]
@@ -263,7 +263,7 @@ def read_export(
 
 
 def id_problem(memory_id: str, scope: Scope) -> str | None:
-    """Why ``memory_id`` cannot name a memory of ``scope``, or None (see :mod:`memorybus.ids`)."""
+    """Why ``memory_id`` cannot name a memory of ``scope``, or None (see :mod:`memorybus.memory.ids`)."""
     if not isinstance(memory_id, str) or not memory_id:
         return "an empty id"
     if not ids.fits(memory_id, scope):

@@ -5,7 +5,7 @@ export pages.
 Pure functions over ``nodes`` (memory id -> its latest version, as a shard mirrors
 its store) and a :class:`~memorybus.storage.base.Store`; no Ray, no model. The shard
 serves them to a running bus (:mod:`memorybus.shard.reads`,
-:mod:`memorybus.shard.transfer`), and :mod:`memorybus.offline` serves the same
+:mod:`memorybus.shard.transfer`), and :mod:`memorybus.operator.offline` serves the same
 functions straight from a data directory no bus holds, so both paths give the same
 answers by construction. None of them writes anything.
 """
@@ -19,10 +19,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from memorybus.codec import encode_node
 from memorybus.errors import InvalidRequest
-from memorybus.events import Event
-from memorybus.model import MemoryKind, MemoryNode, MemoryStatus, evolve
+from memorybus.memory.codec import encode_node
+from memorybus.memory.events import Event
+from memorybus.memory.model import MemoryKind, MemoryNode, MemoryStatus, evolve
 from memorybus.scopes import Scope
 from memorybus.storage.base import Store
 from memorybus.transfer import ExportedSlot, LoggedEvent

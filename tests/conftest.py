@@ -216,7 +216,7 @@ def model_path() -> str:
 
 @pytest.fixture(scope="session")
 def embedder(model_path: str):  # type: ignore[no-untyped-def]
-    from memorybus.embedding import Embedder
+    from memorybus.encoder.embedding import Embedder
 
     return Embedder(model_path, threads=1)
 

@@ -11,9 +11,9 @@ from typing import Any
 import numpy as np
 
 from memorybus import Context, ManualClock, MemoryKind, MemoryNode, Scope
-from memorybus.events import EventFilter
-from memorybus.pubsub.records import Subscription, subscription_id
-from memorybus.pubsub.store import SubscriptionStore
+from memorybus.bus.records import Subscription, subscription_id
+from memorybus.bus.store import SubscriptionStore
+from memorybus.memory.events import EventFilter
 from memorybus.shard import Shard
 from memorybus.storage.kv import SqliteKV
 from memorybus.storage.sqlite import SqliteStore

@@ -13,7 +13,7 @@ import ray
 from memorybus.actors.names import embedder_actor_name
 from memorybus.actors.runtime import unwrap
 from memorybus.config import Config
-from memorybus.embedding import BatchingEmbedder, Embedder
+from memorybus.encoder.embedding import BatchingEmbedder, Embedder
 from memorybus.errors import ActorUnavailable, ConfigError
 
 

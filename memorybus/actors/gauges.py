@@ -25,9 +25,9 @@ from typing import Any
 import ray
 from ray.util import metrics
 
-from memorybus import monitoring as mon
 from memorybus.config import Config
 from memorybus.errors import StoreUnavailable
+from memorybus.operator import monitoring as mon
 
 #: seconds between two settings of every gauge (under Ray's 20 s gauge expiry)
 SAMPLE_SECONDS = 5.0
@@ -116,7 +116,7 @@ class ShardMetrics:
 
 
 class HubMetrics:
-    """One hub partition's delivery lag (see :func:`memorybus.monitoring.delivery_lag`)."""
+    """One hub partition's delivery lag (see :func:`memorybus.operator.monitoring.delivery_lag`)."""
 
     def __init__(self, config: Config, partition: int) -> None:
         self.tags = {"namespace": config.namespace, "partition": str(partition)}

@@ -1,4 +1,4 @@
-"""HubActor: a thin async Ray wrapper over :class:`memorybus.pubsub.hub.Hub`.
+"""HubActor: a thin async Ray wrapper over :class:`memorybus.bus.hub.Hub`.
 
 One actor per hub partition; orgs are spread over partitions, so a hot org
 does not block another. The actor reads event logs from the shards for replay
@@ -20,12 +20,12 @@ from memorybus.actors.names import hub_actor_name, shard_actor_name
 from memorybus.actors.runtime import gone, pick_one, unwrap
 from memorybus.actors.targets import RayTargets
 from memorybus.auth import gatekeeper_for
+from memorybus.bus.hub import Hub
+from memorybus.bus.ports import KeyValue
+from memorybus.bus.routing import partition_of
 from memorybus.config import Config
 from memorybus.errors import ConfigError, MemoryBusError
-from memorybus.events import Event, EventFilter
-from memorybus.pubsub.hub import Hub
-from memorybus.pubsub.ports import KeyValue
-from memorybus.pubsub.routing import partition_of
+from memorybus.memory.events import Event, EventFilter
 from memorybus.scopes import Context, Level, Router
 from memorybus.storage import dirlock
 from memorybus.storage.kv import RedisKV, SqliteKV

@@ -31,7 +31,7 @@ import numpy as np
 from memorybus.actors.embedder import EmbedderPool
 from memorybus.config import Config
 from memorybus.errors import ActorUnavailable
-from memorybus.model import MemoryNode
+from memorybus.memory.model import MemoryNode
 from memorybus.scopes import Context
 from memorybus.shard import Shard
 from memorybus.shard.gate import CallOrder

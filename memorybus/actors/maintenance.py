@@ -31,7 +31,7 @@ from memorybus.config import Config, ConsolidationPolicy, DecayPolicy
 from memorybus.errors import InvalidRequest, MemoryBusError
 from memorybus.hooks import call_hook, resolve_hook, text_result
 from memorybus.maintenance import Cluster, RunStatus, extractive_summary
-from memorybus.model import MemoryNode
+from memorybus.memory.model import MemoryNode
 from memorybus.scopes import Context
 from memorybus.validation import check_time
 

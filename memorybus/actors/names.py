@@ -19,7 +19,7 @@ def embedder_actor_name(config: Config, index: int) -> str:
 
 
 def hub_actor_name(config: Config, partition: int) -> str:
-    """The pub/sub hub actor of ``partition`` (see :mod:`memorybus.pubsub`)."""
+    """The pub/sub hub actor of ``partition`` (see :mod:`memorybus.bus`)."""
     return f"{config.namespace}:hub-{partition}"
 
 

@@ -22,8 +22,8 @@ from memorybus.auth import gatekeeper_for
 from memorybus.auth.keyring import derived_key
 from memorybus.config import Config
 from memorybus.errors import InvalidRequest, NotAuthorized, StoreUnavailable
-from memorybus.events import Event, EventFilter
-from memorybus.model import MemoryNode
+from memorybus.memory.events import Event, EventFilter
+from memorybus.memory.model import MemoryNode
 from memorybus.retrieval.wire import RecallRequest, pack_hits, query_vector, unpack_request
 from memorybus.scopes import Context, Scope
 from memorybus.shard import FactResult, Shard

@@ -16,9 +16,9 @@ import ray
 
 from memorybus.config import ConsolidationPolicy, DecayPolicy
 from memorybus.errors import InvalidRequest
-from memorybus.events import Event
 from memorybus.maintenance import Cluster
-from memorybus.model import MemoryNode
+from memorybus.memory.events import Event
+from memorybus.memory.model import MemoryNode
 from memorybus.scopes import Context, Scope
 from memorybus.shard import Selector
 from memorybus.transfer import EventDigests, ExportedSlot, LoggedEvent, Slot

@@ -1,7 +1,7 @@
 """Push targets over Ray: a subscriber actor's durable name, and finding it again.
 
-The hub actor's :class:`~memorybus.pubsub.ports.Targets` (see
-:mod:`memorybus.pubsub.targets` for what is stored and why):
+The hub actor's :class:`~memorybus.bus.ports.Targets` (see
+:mod:`memorybus.bus.targets` for what is stored and why):
 
 - a **named** actor's handle is stored as its name and namespace, so the hub finds
   it again after any restart, in any Ray cluster, once an actor of that name runs;
@@ -23,7 +23,7 @@ import ray
 from ray import cloudpickle
 from ray.exceptions import RayError
 
-from memorybus.pubsub.targets import TargetRef, named
+from memorybus.bus.targets import TargetRef, named
 
 log = logging.getLogger(__name__)
 

@@ -28,8 +28,8 @@ from typing import Any
 import msgpack
 
 from memorybus.auth.credential import OPERATOR_ORG
+from memorybus.bus.ports import KeyValue
 from memorybus.errors import InvalidRequest
-from memorybus.pubsub.ports import KeyValue
 
 _KEY, _REVOKED = "key/", "revoked/"
 

@@ -38,8 +38,8 @@ from memorybus.actors.runtime import Op, Within
 from memorybus.client import identity
 from memorybus.client.identity import require_operator
 from memorybus.errors import InvalidRequest, MemoryNotFound
-from memorybus.model import RELATION_FIELDS, MemoryNode
-from memorybus.monitoring import mark_backup
+from memorybus.memory.model import RELATION_FIELDS, MemoryNode
+from memorybus.operator.monitoring import mark_backup
 from memorybus.scopes import Scope, shard_name
 from memorybus.transfer import (
     EventDigests,
@@ -68,7 +68,7 @@ def export(
     """Write every memory whose scope lies within ``within`` (all when None), with the
     event history and fact heads of those scopes, to ``path``, sealed under ``key``
     when given; returns the counts. A full export (``within=None``) that finished is
-    recorded as a backup (:func:`memorybus.monitoring.mark_backup`, kind ``export``)."""
+    recorded as a backup (:func:`memorybus.operator.monitoring.mark_backup`, kind ``export``)."""
     if within is not None and not isinstance(within, Scope):
         raise InvalidRequest("within", "must be a Scope or None")
     auth = require_operator(bus, "export")

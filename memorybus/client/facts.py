@@ -2,7 +2,7 @@
 
 Operation generators of :class:`~memorybus.client.MemoryBus` (see
 :mod:`memorybus.client.operation`). A keyed fact is resolved by the shard that
-owns its scope (see :mod:`memorybus.conflicts`); a broadcast goes through the
+owns its scope (see :mod:`memorybus.bus.conflicts`); a broadcast goes through the
 pub/sub hub of the caller's org.
 """
 
@@ -12,12 +12,12 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from memorybus.actors.runtime import Op
+from memorybus.bus.conflicts import Strategy
+from memorybus.bus.reliability import merge
 from memorybus.client.operation import check_context
-from memorybus.conflicts import Strategy
 from memorybus.errors import InvalidMemory, InvalidRequest
-from memorybus.events import Event
-from memorybus.model import MemoryKind, MemoryNode
-from memorybus.reliability import merge
+from memorybus.memory.events import Event
+from memorybus.memory.model import MemoryKind, MemoryNode
 from memorybus.scopes import Context, Level, Scope
 from memorybus.shard import FactResult
 from memorybus.shard.ops import new_op, tag_op
@@ -181,7 +181,7 @@ def source_reliability(bus: BusHandle, context: Context) -> Op[dict[str, dict[st
     ``agree`` and ``disagree`` grades behind it, summed over every shard. An agent
     reads its own org's; the operator names the org with ``Context(org)``. Weighing
     an assertion, the bus calibrates the stated confidence by these grades
-    (see :mod:`memorybus.reliability`)."""
+    (see :mod:`memorybus.bus.reliability`)."""
     check_context(context)
     parts = yield [s.source_reliability.remote(context) for s in bus._shard_handles()]
     return merge(list(parts))

@@ -12,17 +12,17 @@ import threading
 from typing import TYPE_CHECKING, Any
 
 from memorybus.actors import runtime
+from memorybus.bus.routing import partition_of
 from memorybus.config import Config
 from memorybus.errors import BusClosed, InvalidRequest, MemoryBusError
-from memorybus.items import build_memory
-from memorybus.model import MemoryNode
-from memorybus.pubsub.routing import partition_of
+from memorybus.memory.items import build_memory
+from memorybus.memory.model import MemoryNode
 from memorybus.scopes import Context, Router
 
 if TYPE_CHECKING:
     from memorybus.auth import Grant
     from memorybus.client.exit import ExitHook
-    from memorybus.embedding import Embedder
+    from memorybus.encoder.embedding import Embedder
 
 
 class BusHandle:
@@ -159,7 +159,7 @@ class BusHandle:
         the model cannot be loaded here (the embedder actor is used instead)."""
         if self._local_failed:
             return None
-        from memorybus.embedding import shared_query_encoder
+        from memorybus.encoder.embedding import shared_query_encoder
 
         try:
             # as many cached queries as the embedder caches texts (up to 1000): no cache, no cache here

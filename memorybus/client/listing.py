@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 from memorybus.actors.runtime import Op
 from memorybus.errors import InvalidRequest
-from memorybus.model import MemoryKind, MemoryStatus
+from memorybus.memory.model import MemoryKind, MemoryStatus
 from memorybus.scopes import Context, Level, Scope
 from memorybus.views import MemoryPage, listing_filters, merge_pages
 

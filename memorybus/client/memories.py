@@ -19,8 +19,8 @@ from typing import TYPE_CHECKING, Any
 from memorybus.actors.runtime import Op, Settled
 from memorybus.client.operation import check_context, check_memory_id
 from memorybus.errors import InvalidMemory, InvalidRequest, MemoryNotFound, PartialWrite
-from memorybus.items import turn_items
-from memorybus.model import MemoryKind, MemoryNode, MemoryStatus
+from memorybus.memory.items import turn_items
+from memorybus.memory.model import MemoryKind, MemoryNode, MemoryStatus
 from memorybus.scopes import Context
 from memorybus.shard.ops import new_op, tag_op
 
@@ -47,7 +47,7 @@ def remember(bus: BusHandle, content: str, context: Context, *, op_id: str | Non
 
     ``id`` (optional, a remember field): keep this id instead of a fresh one. It must
     be an id of the memory's scope (``memorybus.new_id(scope)``, ``derived_id(scope,
-    name)``, or one exported from that scope: see :mod:`memorybus.ids`); it is unique
+    name)``, or one exported from that scope: see :mod:`memorybus.memory.ids`); it is unique
     across shards, so an id already taken is refused (``VersionConflict`` when the
     caller can see that memory, a bare ``ScopeViolation`` when it cannot).
 
@@ -157,7 +157,7 @@ def _remember_nodes(bus: BusHandle, items: Sequence[Any], context: Context, op: 
 # ----------------------------------------------------- get / update / forget
 def _holder(bus: BusHandle, context: Context, memory_id: str) -> Op[int]:
     """The one shard that may hold ``memory_id``: the shard its bucket routes to (see
-    :mod:`memorybus.ids`). An id without a bucket (a store written before ids carried
+    :mod:`memorybus.memory.ids`). An id without a bucket (a store written before ids carried
     one) is looked for on every shard, and only a single holder is acted on: the one
     ``context`` may see when several hold it."""
     check_context(context)

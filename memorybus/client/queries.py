@@ -25,7 +25,7 @@ from memorybus.actors.runtime import Op
 from memorybus.client.channels import channels
 from memorybus.client.operation import check_context, enums
 from memorybus.errors import InvalidRequest
-from memorybus.model import MemoryKind, MemoryStatus
+from memorybus.memory.model import MemoryKind, MemoryStatus
 from memorybus.prompt import ContextBlock, ContextBuilder
 from memorybus.retrieval import DEFAULT_STATUSES, RecallHit, merge_hits
 from memorybus.retrieval.options import RecallOptions

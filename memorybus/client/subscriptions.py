@@ -31,11 +31,11 @@ from typing import TYPE_CHECKING, Any
 
 from memorybus.actors import runtime
 from memorybus.actors.runtime import Op
+from memorybus.bus.records import check_name
+from memorybus.bus.targets import named
 from memorybus.client.operation import check_context, operation
 from memorybus.errors import DeliveryFailed, InvalidRequest, MemoryBusError
-from memorybus.events import Event, EventFilter
-from memorybus.pubsub.records import check_name
-from memorybus.pubsub.targets import named
+from memorybus.memory.events import Event, EventFilter
 from memorybus.scopes import Context, Scope
 
 if TYPE_CHECKING:

@@ -41,7 +41,7 @@ class BusPolicy:
     """How the bus resolves keyed facts, deduplicates and fans out events.
 
     - ``strategy``: default conflict strategy: ``evidence`` (every assertion since the
-      last change weighed, sources' reliability learned: :mod:`memorybus.evidence`),
+      last change weighed, sources' reliability learned: :mod:`memorybus.bus.evidence`),
       ``confidence_weighted``, ``recency``, ``authority``; ``authorities``: agent names, or ``role:<name>``, whose
       assertions win under ``authority`` and who may broadcast anyone's memory.
     - ``fact_half_life_days``: how fast an older fact's confidence, an assertion's

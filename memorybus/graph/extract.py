@@ -18,7 +18,7 @@ from dataclasses import KW_ONLY, dataclass, replace
 from typing import Any, TypeAlias
 
 from memorybus.errors import InvalidRequest
-from memorybus.model import MemoryNode
+from memorybus.memory.model import MemoryNode
 from memorybus.words import STOP_WORDS
 
 # ----------------------------------------------------------------- normalising

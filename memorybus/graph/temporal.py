@@ -47,7 +47,7 @@ from memorybus.graph.extract import (
     triples_for,
 )
 from memorybus.graph.walk import walk
-from memorybus.model import MemoryNode
+from memorybus.memory.model import MemoryNode
 
 DEFAULT_FUNCTIONAL = frozenset(
     {"is", "works_at", "lives_in", "headquartered_in", "located_in", "ceo_of", "reports_to", "married_to"}

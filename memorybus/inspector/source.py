@@ -18,9 +18,9 @@ import time
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
-from memorybus.codec import node_to_dict
 from memorybus.errors import InvalidRequest
-from memorybus.model import MemoryKind, MemoryNode, MemoryStatus
+from memorybus.memory.codec import node_to_dict
+from memorybus.memory.model import MemoryKind, MemoryNode, MemoryStatus
 from memorybus.scopes import Scope
 
 if TYPE_CHECKING:
@@ -184,7 +184,7 @@ class Inspector:
 
     def memory(self, memory_id: str) -> dict[str, Any]:
         """One memory, the shard holding it, and its events (newest last)."""
-        from memorybus.events import Event
+        from memorybus.memory.events import Event
 
         for name, store in self.stores:
             node = store.get(memory_id)

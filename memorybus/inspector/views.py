@@ -16,10 +16,10 @@ from typing import Any
 
 import msgpack
 
+from memorybus.bus.records import decode_context
 from memorybus.errors import InvalidRequest
-from memorybus.events import Event, EventKind
 from memorybus.inspector.source import Inspector, event_json, node_json, scope_path
-from memorybus.pubsub.records import decode_context
+from memorybus.memory.events import Event, EventKind
 from memorybus.scopes import Scope
 
 

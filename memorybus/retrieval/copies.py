@@ -1,7 +1,7 @@
 """One result per memory: a broadcast copy and its original are collapsed.
 
 Broadcasting a memory stores a copy in the wider scope (see
-:func:`memorybus.model.broadcast_copy_id`); a caller who sees both would otherwise
+:func:`memorybus.memory.model.broadcast_copy_id`); a caller who sees both would otherwise
 get the same words twice. :class:`Collapser` keeps the first (best ranked) of a
 memory and its copies and notes on it the widest scope the memory is visible in.
 """
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from memorybus.model import MemoryNode, broadcast_origin
+from memorybus.memory.model import MemoryNode, broadcast_origin
 from memorybus.scopes import Scope
 
 

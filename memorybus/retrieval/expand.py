@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import replace
 
-from memorybus.model import MemoryNode
+from memorybus.memory.model import MemoryNode
 from memorybus.retrieval.hits import RecallHit
 from memorybus.retrieval.options import RecallOptions
 from memorybus.retrieval.structure import RecallIndex

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
-from memorybus.model import MemoryNode, MemoryStatus
+from memorybus.memory.model import MemoryNode, MemoryStatus
 from memorybus.retrieval.copies import Collapser
 from memorybus.scopes import Scope
 

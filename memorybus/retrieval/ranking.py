@@ -45,7 +45,7 @@ from operator import attrgetter
 import numpy as np
 
 from memorybus.config import RankingWeights
-from memorybus.model import MemoryKind, MemoryNode
+from memorybus.memory.model import MemoryKind, MemoryNode
 from memorybus.retrieval.answers import NAMED, NUMBER, QUOTED_TITLE, TIME
 from memorybus.retrieval.hits import RecallHit
 from memorybus.retrieval.query import Query

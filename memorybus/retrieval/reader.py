@@ -21,7 +21,7 @@ import numpy as np
 from memorybus.clock import Clock
 from memorybus.config import RankingWeights
 from memorybus.errors import InvalidRequest
-from memorybus.model import MemoryKind, MemoryNode, MemoryStatus, evolve
+from memorybus.memory.model import MemoryKind, MemoryNode, MemoryStatus, evolve
 from memorybus.retrieval.expand import expand
 from memorybus.retrieval.hits import DEFAULT_STATUSES, RecallHit
 from memorybus.retrieval.options import RecallOptions

@@ -30,7 +30,7 @@ from collections.abc import Set as AbstractSet
 
 import numpy as np
 
-from memorybus.model import MemoryKind, MemoryNode
+from memorybus.memory.model import MemoryKind, MemoryNode
 from memorybus.retrieval.answers import NAMED, QUOTED_TITLE, held_forms, name_terms
 from memorybus.retrieval.keyword import KeywordIndex
 from memorybus.retrieval.text import speaker_terms, split_time_prefix, tokens

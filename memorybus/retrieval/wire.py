@@ -38,7 +38,7 @@ import numpy as np
 
 from memorybus.auth.credential import MAX_CREDENTIAL
 from memorybus.errors import InvalidRequest
-from memorybus.model import MemoryKind, MemoryStatus
+from memorybus.memory.model import MemoryKind, MemoryStatus
 from memorybus.retrieval.hits import RecallHit
 from memorybus.retrieval.options import RecallOptions
 from memorybus.scopes import Context

@@ -7,7 +7,7 @@ shards changes from N to M, a bucket moves only if its winner among the new set
 differs (for growth: only buckets whose new winner is an added shard), and all
 scopes of a bucket move together.
 
-Memory ids carry their scope's bucket (:mod:`memorybus.ids`), so an id routes
+Memory ids carry their scope's bucket (:mod:`memorybus.memory.ids`), so an id routes
 to the same shard as its scope: the one shard that may hold it.
 """
 
@@ -18,7 +18,7 @@ import uuid
 from collections.abc import Iterable, Sequence
 
 BUCKETS = 1 << 16
-#: the UUID version field of a memory id that carries its bucket (see :mod:`memorybus.ids`)
+#: the UUID version field of a memory id that carries its bucket (see :mod:`memorybus.memory.ids`)
 ID_VERSION = 8
 
 

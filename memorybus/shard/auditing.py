@@ -28,7 +28,7 @@ from contextlib import AbstractContextManager
 
 from memorybus.audit import Checkpoint, Draft, content_digest, principal_of, sign
 from memorybus.clock import Clock
-from memorybus.model import MemoryNode
+from memorybus.memory.model import MemoryNode
 from memorybus.scopes import Context
 from memorybus.shard.records import store_or_keep
 from memorybus.storage.base import Store, WriteBatch

@@ -8,8 +8,8 @@ for it."""
 from __future__ import annotations
 
 from memorybus.errors import InvalidRequest, MemoryNotFound, ScopeViolation
-from memorybus.events import EventKind
-from memorybus.model import MemoryNode, broadcast_copy_id, evolve
+from memorybus.memory.events import EventKind
+from memorybus.memory.model import MemoryNode, broadcast_copy_id, evolve
 from memorybus.scopes import Context, Level, Scope
 from memorybus.shard.job import Job
 from memorybus.shard.writes import BROADCAST_SOURCE

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from memorybus.clock import Clock
 from memorybus.config import Config, resolve_hook
 from memorybus.errors import IndexUnavailable
-from memorybus.events import Event
+from memorybus.memory.events import Event
 from memorybus.scopes import Router
 from memorybus.shard.shard import Shard
 from memorybus.storage.base import Store

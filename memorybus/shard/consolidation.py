@@ -8,9 +8,9 @@ from collections.abc import Sequence
 import numpy as np
 
 from memorybus.errors import ScopeViolation
-from memorybus.events import EventKind
 from memorybus.maintenance import Cluster, ConsolidationPolicy, cluster_memories, consolidated_node, recent_episodic
-from memorybus.model import MemoryKind, MemoryNode, MemoryStatus, evolve
+from memorybus.memory.events import EventKind
+from memorybus.memory.model import MemoryKind, MemoryNode, MemoryStatus, evolve
 from memorybus.scopes import Context
 from memorybus.shard.decay import SYSTEM, managed
 from memorybus.shard.job import Job

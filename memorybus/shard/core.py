@@ -17,16 +17,16 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from memorybus import ids
 from memorybus.audit import principal_of
+from memorybus.bus.conflicts import Judge
+from memorybus.bus.reliability import Reliabilities
 from memorybus.clock import Clock
 from memorybus.config import BusPolicy, GraphPolicy, RankingWeights
-from memorybus.conflicts import Judge
 from memorybus.errors import InvalidMemory, InvalidRequest, ScopeViolation
-from memorybus.events import Event, EventKind
 from memorybus.graph import TemporalGraph
-from memorybus.model import MemoryKind, MemoryNode, evolve
-from memorybus.reliability import Reliabilities
+from memorybus.memory import ids
+from memorybus.memory.events import Event, EventKind
+from memorybus.memory.model import MemoryKind, MemoryNode, evolve
 from memorybus.scopes import Context
 from memorybus.shard.gate import Gate
 from memorybus.shard.index import SearchIndex, index_digest
@@ -200,7 +200,7 @@ class ShardCore:
 
     def check_id(self, node: MemoryNode) -> None:
         """A new memory's id must be of its scope, and its scope routed to this shard:
-        then an id can only ever live on one shard (see :mod:`memorybus.ids`)."""
+        then an id can only ever live on one shard (see :mod:`memorybus.memory.ids`)."""
         if not ids.fits(node.id, node.scope):
             raise InvalidMemory("id", "is not an id of this memory's scope (ids carry their scope's routing "
                                 "bucket: memorybus.new_id(scope) or derived_id(scope, name))")

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 
-from memorybus.events import EventKind
 from memorybus.maintenance import DecayPolicy, plan_decay
-from memorybus.model import MemoryNode, MemoryStatus, evolve
+from memorybus.memory.events import EventKind
+from memorybus.memory.model import MemoryNode, MemoryStatus, evolve
 from memorybus.scopes import Context
 from memorybus.shard.job import Job
 from memorybus.storage.base import WriteBatch

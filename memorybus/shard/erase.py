@@ -37,10 +37,10 @@ from typing import Any
 
 import msgpack
 
+from memorybus.bus.evidence import KeyEvidence, without_sources
 from memorybus.errors import IndexUnavailable, InvalidRequest
-from memorybus.events import Event, EventKind, bare, bare_event
-from memorybus.evidence import KeyEvidence, without_sources
-from memorybus.model import MemoryNode, MemoryStatus, evolve
+from memorybus.memory.events import Event, EventKind, bare, bare_event
+from memorybus.memory.model import MemoryNode, MemoryStatus, evolve
 from memorybus.scopes import Scope
 from memorybus.shard.job import Job
 from memorybus.shard.ops import decode_outcome, encode_outcome

@@ -28,9 +28,9 @@ from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
-from memorybus.conflicts import Strategy
+from memorybus.bus.conflicts import Strategy
 from memorybus.errors import OutcomeUnknown, StoreUnavailable
-from memorybus.model import MemoryNode
+from memorybus.memory.model import MemoryNode
 from memorybus.scopes import Context
 from memorybus.shard.facts import Assertion
 from memorybus.shard.ops import OpCall, Recorded, check_op

@@ -11,12 +11,12 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 
-from memorybus.conflicts import AUTHORITY_TAG, Decision, Strategy, resolve
+from memorybus.bus.conflicts import AUTHORITY_TAG, Decision, Strategy, resolve
+from memorybus.bus.evidence import Claim, KeyEvidence, Weighing, observe
+from memorybus.bus.reliability import Reliabilities
 from memorybus.errors import InvalidMemory, InvalidRequest, ScopeViolation, VersionConflict
-from memorybus.events import Event, EventKind
-from memorybus.evidence import Claim, KeyEvidence, Weighing, observe
-from memorybus.model import MemoryNode, MemoryStatus, evolve
-from memorybus.reliability import Reliabilities
+from memorybus.memory.events import Event, EventKind
+from memorybus.memory.model import MemoryNode, MemoryStatus, evolve
 from memorybus.scopes import Context, Scope
 from memorybus.shard.job import Job
 from memorybus.shard.records import content_hash
@@ -56,9 +56,9 @@ class Round:
 
 
 class Facts(Job):
-    """Keyed facts. Every assertion is also weighed as evidence (:mod:`memorybus.evidence`),
+    """Keyed facts. Every assertion is also weighed as evidence (:mod:`memorybus.bus.evidence`),
     whatever the strategy: the record is stored with the fact's slot in the assertion's
-    transaction, and the per-org source reliabilities (:mod:`memorybus.reliability`) are
+    transaction, and the per-org source reliabilities (:mod:`memorybus.bus.reliability`) are
     derived from the records, rebuilt from the store on first use after a restart."""
 
     _building = threading.Lock()
@@ -233,7 +233,7 @@ class Facts(Job):
                 continue
             if strategy is Strategy.EVIDENCE:
                 # claims are weighed in time order: a late-arriving report can still win; where it
-                # makes a third value the best supported, the head stays (see memorybus.evidence)
+                # makes a third value the best supported, the head stays (see memorybus.bus.evidence)
                 weighed = self._observe(new, evidence, claim, None)
                 decision = Decision(current is None or weighed.new_wins, weighed.reason)
             else:

@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterable, Sequence
 import numpy as np
 
 from memorybus.errors import IndexUnavailable
-from memorybus.model import MemoryKind, MemoryNode, MemoryStatus
+from memorybus.memory.model import MemoryKind, MemoryNode, MemoryStatus
 from memorybus.retrieval.structure import RecallIndex
 from memorybus.retrieval.vectorcache import VectorCache
 from memorybus.storage.vectors import VectorIndex

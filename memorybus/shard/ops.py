@@ -27,10 +27,10 @@ from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar, cast
 
-from memorybus.codec import decode, encode, node_from_dict, node_to_dict
 from memorybus.errors import InvalidRequest, OperationTimeout, OutcomeUnknown, StoreUnavailable
-from memorybus.events import Event
-from memorybus.model import MemoryNode
+from memorybus.memory.codec import decode, encode, node_from_dict, node_to_dict
+from memorybus.memory.events import Event
+from memorybus.memory.model import MemoryNode
 from memorybus.scopes import Context
 from memorybus.shard.auditing import AuditTrail, principal
 from memorybus.shard.gate import Gate

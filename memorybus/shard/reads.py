@@ -15,7 +15,7 @@ import numpy as np
 from memorybus import views
 from memorybus.errors import InvalidRequest, MemoryNotFound
 from memorybus.graph import entities as graph_entities
-from memorybus.model import MemoryKind, MemoryNode, MemoryStatus, evolve
+from memorybus.memory.model import MemoryKind, MemoryNode, MemoryStatus, evolve
 from memorybus.retrieval import DEFAULT_STATUSES
 from memorybus.retrieval.hits import RecallHit
 from memorybus.retrieval.reader import RecallReader

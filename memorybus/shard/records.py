@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from typing import TypeVar
 
-from memorybus.model import MemoryNode, evolve
+from memorybus.memory.model import MemoryNode, evolve
 from memorybus.scopes import Scope
 from memorybus.storage.base import Store
 

@@ -4,7 +4,7 @@ commit order (subscriptions replay from here), and the latest sequence of each s
 from __future__ import annotations
 
 from memorybus.errors import InvalidRequest
-from memorybus.events import Event, EventFilter, deliverable
+from memorybus.memory.events import Event, EventFilter, deliverable
 from memorybus.scopes import Context
 from memorybus.shard.job import Job
 from memorybus.validation import is_int

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from memorybus.model import MemoryNode
+from memorybus.memory.model import MemoryNode
 
 
 @dataclass(slots=True)

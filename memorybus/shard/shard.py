@@ -18,12 +18,12 @@ from collections.abc import Callable
 
 from memorybus.audit import Entry
 from memorybus.audit.read import check_query, query
+from memorybus.bus.conflicts import Judge
 from memorybus.clock import Clock, SystemClock
 from memorybus.config import BusPolicy, GraphPolicy, RankingWeights
-from memorybus.conflicts import Judge
 from memorybus.errors import InvalidRequest
-from memorybus.events import Event
-from memorybus.model import DEFAULT_MAX_CONTENT_CHARS, DEFAULT_MAX_STRUCTURED_BYTES, DEFAULT_MAX_TAGS
+from memorybus.memory.events import Event
+from memorybus.memory.model import DEFAULT_MAX_CONTENT_CHARS, DEFAULT_MAX_STRUCTURED_BYTES, DEFAULT_MAX_TAGS
 from memorybus.shard.auditing import AuditTrail
 from memorybus.shard.broadcast import Broadcasts
 from memorybus.shard.consolidation import Consolidation

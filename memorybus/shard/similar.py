@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from memorybus.conflicts import is_contradiction
-from memorybus.model import MemoryKind, MemoryNode, MemoryStatus
+from memorybus.bus.conflicts import is_contradiction
+from memorybus.memory.model import MemoryKind, MemoryNode, MemoryStatus
 
 if TYPE_CHECKING:
     from memorybus.config import BusPolicy

@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 
 from memorybus.errors import InvalidMemory
-from memorybus.model import MemoryNode
+from memorybus.memory.model import MemoryNode
 from memorybus.retrieval.structure import RecallIndex, index_content, index_text, is_episodic, order_key, thread_of
 
 #: the memory just before a node in its thread outside the call (None: none known)

@@ -16,8 +16,8 @@ from typing import Any
 
 from memorybus import views
 from memorybus.errors import InvalidRequest, VersionConflict
-from memorybus.events import Event
-from memorybus.model import MemoryNode
+from memorybus.memory.events import Event
+from memorybus.memory.model import MemoryNode
 from memorybus.scopes import Scope
 from memorybus.shard.auditing import OPERATOR
 from memorybus.shard.job import Job

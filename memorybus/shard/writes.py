@@ -9,8 +9,8 @@ from typing import Any
 import numpy as np
 
 from memorybus.errors import InvalidMemory, InvalidRequest, MemoryNotFound, ScopeViolation, VersionConflict
-from memorybus.events import EventKind, bare
-from memorybus.model import MemoryKind, MemoryNode, MemoryStatus, evolve
+from memorybus.memory.events import EventKind, bare
+from memorybus.memory.model import MemoryKind, MemoryNode, MemoryStatus, evolve
 from memorybus.scopes import Context
 from memorybus.shard.job import Job
 from memorybus.shard.records import content_hash

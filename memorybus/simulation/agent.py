@@ -23,7 +23,7 @@ from typing import Any, TypeVar
 from memorybus.client import MemoryBus
 from memorybus.client.subscriptions import Inbox
 from memorybus.errors import InvalidMemory, InvalidRequest, MemoryBusError, ScopeViolation
-from memorybus.events import Event, EventFilter
+from memorybus.memory.events import Event, EventFilter
 from memorybus.retrieval import RecallHit
 from memorybus.scopes import Context
 from memorybus.simulation.tasks import Ack, AgentSpec, Answer, Hit, Question, Received, StepResult, StepTask, Write

@@ -14,7 +14,7 @@ import random
 import uuid
 from dataclasses import dataclass, field
 
-from memorybus.ids import derived_id
+from memorybus.memory.ids import derived_id
 from memorybus.scopes import Context
 from memorybus.simulation.names import TOOLS, Namer
 from memorybus.simulation.settings import SimConfig
@@ -103,7 +103,7 @@ class Planner:
     # ---------------------------------------------------------------- helpers
     def _id(self, agent: AgentSpec, user: str, level: str, session: str = "", raw: str | None = None) -> str:
         """A seeded id of the scope the write lands in (ids carry their scope: see
-        :mod:`memorybus.ids`), so a retried write is the same write."""
+        :mod:`memorybus.memory.ids`), so a retried write is the same write."""
         scope = Context(agent.org, user, agent.name, session).resolve_scope(level)
         return derived_id(scope, raw or self._raw_id())
 

@@ -3,8 +3,8 @@
 The live run resolves each fact with one strategy. To compare strategies on
 equal terms, the runner also feeds every acknowledged assertion, in the order
 the bus acknowledged them, through each strategy's own code (the bus's pure
-resolvers: :func:`memorybus.conflicts.resolve` and
-:func:`memorybus.evidence.observe` with learned reliabilities), and asks each
+resolvers: :func:`memorybus.bus.conflicts.resolve` and
+:func:`memorybus.bus.evidence.observe` with learned reliabilities), and asks each
 for its value at the same check points as the live run.
 
 The ceiling (:func:`oracle`): for a fact version, the values asserted for that
@@ -21,10 +21,10 @@ import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from memorybus.conflicts import AUTHORITY_TAG, Strategy, resolve
-from memorybus.evidence import Claim, KeyEvidence, Weighing, observe
-from memorybus.model import MemoryNode
-from memorybus.reliability import Reliabilities
+from memorybus.bus.conflicts import AUTHORITY_TAG, Strategy, resolve
+from memorybus.bus.evidence import Claim, KeyEvidence, Weighing, observe
+from memorybus.bus.reliability import Reliabilities
+from memorybus.memory.model import MemoryNode
 from memorybus.scopes import Scope
 from memorybus.simulation.world import STRATEGIES, epoch
 

@@ -14,7 +14,7 @@ from typing import NamedTuple, Protocol, runtime_checkable
 
 from memorybus.audit.chain import Draft
 from memorybus.audit.checkpoint import Checkpoint
-from memorybus.model import MemoryNode
+from memorybus.memory.model import MemoryNode
 
 
 @dataclass(frozen=True, slots=True)
@@ -22,7 +22,7 @@ class SlotWrite:
     """Compare-and-set of a keyed fact's head: ``(scope_key, key)`` must be at
     ``expected_seq`` (0 when the slot is new); it becomes ``expected_seq + count``
     (``count`` assertions in one batch) pointing at ``head_id``. ``evidence``: the
-    fact's weighed assertions (:mod:`memorybus.evidence`, encoded), stored with the
+    fact's weighed assertions (:mod:`memorybus.bus.evidence`, encoded), stored with the
     slot in the same transaction; None leaves what is stored."""
 
     scope_key: str

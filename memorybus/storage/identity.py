@@ -16,7 +16,7 @@ presence says "a store existed here". Opening a shard then refuses, with
   (``Config(migrate=True)``, see :mod:`memorybus.storage.reshard`).
 
 The store also records the model its vectors came from (``model``: its name as
-configured, ``model_fingerprint``: :func:`memorybus.modelinfo.model_fingerprint`
+configured, ``model_fingerprint``: :func:`memorybus.encoder.modelinfo.model_fingerprint`
 as ``Config.fingerprint()`` gives it,
 ``embedding_dim``). Opening it with a model of another fingerprint or dimension
 raises :class:`~memorybus.errors.ConfigError` naming both models, before anything

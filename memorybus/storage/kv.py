@@ -1,7 +1,7 @@
 """A small durable key-value store for the pub/sub hub's state (subscriptions, cursors).
 
 SqliteKV (embedded) and RedisKV (shared) behave alike; values are bytes. Both
-satisfy :class:`memorybus.pubsub.ports.KeyValue`, the protocol the hub defines.
+satisfy :class:`memorybus.bus.ports.KeyValue`, the protocol the hub defines.
 Redis is imported only when a RedisKV is opened, so embedded use needs no redis.
 """
 

@@ -24,10 +24,10 @@ import msgpack
 import redis
 import redis.exceptions as rexc
 
-from memorybus.codec import decode_node, encode_node
 from memorybus.config.urls import redact_url
 from memorybus.errors import ConfigError, MemoryNotFound, StoreUnavailable, VersionConflict
-from memorybus.model import MemoryNode
+from memorybus.memory.codec import decode_node, encode_node
+from memorybus.memory.model import MemoryNode
 from memorybus.storage.base import DEFAULT_OP_RETENTION, AlreadyApplied, OpRecord, WriteBatch
 from memorybus.storage.redis_audit import RedisAudit
 from memorybus.storage.redis_client import RedisTLS, describe, open_redis

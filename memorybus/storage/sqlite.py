@@ -22,9 +22,9 @@ from urllib.parse import quote
 
 import msgpack
 
-from memorybus.codec import decode_node, encode_node
 from memorybus.errors import MemoryNotFound, StoreUnavailable, VersionConflict
-from memorybus.model import MemoryNode
+from memorybus.memory.codec import decode_node, encode_node
+from memorybus.memory.model import MemoryNode
 from memorybus.storage.base import DEFAULT_OP_RETENTION, AlreadyApplied, OpRecord, WriteBatch
 from memorybus.storage.scrub import JOBS_SCHEMA, SqliteErasure
 from memorybus.storage.sqlite_audit import SqliteAudit, chain_audit

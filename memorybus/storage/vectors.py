@@ -21,7 +21,7 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 
 from memorybus.errors import IndexUnavailable
-from memorybus.model import MemoryKind, MemoryNode, MemoryStatus
+from memorybus.memory.model import MemoryKind, MemoryNode, MemoryStatus
 
 
 class NearestIndex(Protocol):

@@ -10,8 +10,8 @@ import ray
 
 import memorybus as mb
 from memorybus import Config, Context, Inbox, Scope, actors
-from memorybus.conflicts import Strategy, resolve
-from memorybus.pubsub.routing import partition_of
+from memorybus.bus.conflicts import Strategy, resolve
+from memorybus.bus.routing import partition_of
 from memorybus.scopes import Router
 
 pytestmark = [pytest.mark.ray, pytest.mark.redis, pytest.mark.model, pytest.mark.timeout(300)]

@@ -18,7 +18,7 @@ import redis
 import yaml
 
 from memorybus import MemoryNode, Scope
-from memorybus.monitoring import RedisBackupMarks
+from memorybus.operator.monitoring import RedisBackupMarks
 from memorybus.storage import WriteBatch
 from memorybus.storage.redis import RedisStore
 from tests.conftest import free_port

@@ -12,8 +12,8 @@ import ray
 
 import memorybus as mb
 from memorybus import Config, Context
-from memorybus import embedding as embedding_module
 from memorybus.client import life
+from memorybus.encoder import embedding as embedding_module
 
 pytestmark = [pytest.mark.ray, pytest.mark.model, pytest.mark.timeout(300)]
 

@@ -8,7 +8,7 @@ import pytest
 import redis
 
 from memorybus import Config
-from memorybus import monitoring as mon
+from memorybus.operator import monitoring as mon
 
 pytestmark = pytest.mark.redis
 

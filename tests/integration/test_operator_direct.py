@@ -18,8 +18,8 @@ import pytest
 import memorybus as mb
 from memorybus import Config, Context
 from memorybus.cli import main as cli
-from memorybus.codec import node_to_dict
-from memorybus.offline import DirectReader
+from memorybus.memory.codec import node_to_dict
+from memorybus.operator.offline import DirectReader
 from memorybus.transfer import read_export
 
 pytestmark = [pytest.mark.ray, pytest.mark.model, pytest.mark.timeout(300)]

@@ -21,7 +21,7 @@ from memorybus.actors.hub import _kv
 from memorybus.auth.keyring import open_keys
 from memorybus.clock import ManualClock
 from memorybus.errors import OutcomeUnknown, StoreUnavailable
-from memorybus.model import MemoryNode
+from memorybus.memory.model import MemoryNode
 from memorybus.scopes import Context, Scope
 from memorybus.shard import Shard
 from memorybus.storage.base import AlreadyApplied, WriteBatch

@@ -14,8 +14,8 @@ import pytest
 import memorybus as mb
 from memorybus import Config, Context, Scope
 from memorybus.cli import main as cli
-from memorybus.codec import NODE, encode, encode_node, node_to_dict
-from memorybus.model import evolve as replace
+from memorybus.memory.codec import NODE, encode, encode_node, node_to_dict
+from memorybus.memory.model import evolve as replace
 from memorybus.transfer import ExportWriter, read_export
 
 pytestmark = [pytest.mark.ray, pytest.mark.model, pytest.mark.redis, pytest.mark.timeout(300)]

@@ -17,7 +17,7 @@ from memorybus.audit import decode_checkpoint, decode_entry, encode_entry
 from memorybus.audit.read import verify_store
 from memorybus.cli import main
 from memorybus.config import DecayPolicy
-from memorybus.events import Event
+from memorybus.memory.events import Event
 from memorybus.shard import Shard
 from memorybus.storage.sqlite import SqliteStore
 from memorybus.storage.vectors import EdgeVectorIndex

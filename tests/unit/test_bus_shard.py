@@ -21,8 +21,8 @@ from memorybus import (
     Scope,
     ScopeViolation,
 )
-from memorybus.conflicts import Strategy, resolve
-from memorybus.evidence import MAX_CLAIMS, KeyEvidence
+from memorybus.bus.conflicts import Strategy, resolve
+from memorybus.bus.evidence import MAX_CLAIMS, KeyEvidence
 from memorybus.shard import Shard
 from memorybus.shard.records import content_hash
 from memorybus.storage.redis import RedisStore

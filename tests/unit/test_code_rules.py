@@ -20,12 +20,12 @@ MAX_LINES = 400
 
 #: (module, function) -> why a catch-all is meant there
 BROAD = {
-    ("pubsub/hub.py", "_push_loop"): "delivery runs the subscriber's own method (user code, any error): "
+    ("bus/hub.py", "_push_loop"): "delivery runs the subscriber's own method (user code, any error): "
     "recorded in the subscription's stats and replayed, the loop lives on",
     ("client/subscriptions.py", "_deliver"): "the subscription callback is the caller's code: every "
     "failure is recorded and retried per policy, then surfaced as sub.failed",
     ("client/life.py", "run"): "the model loader thread keeps whatever loading raised; the joiner raises it",
-    ("embedding.py", "_run"): "the batching worker hands whatever the model raised to every waiting "
+    ("encoder/embedding.py", "_run"): "the batching worker hands whatever the model raised to every waiting "
     "caller's future; catching less would leave them waiting forever",
     ("actors/direct.py", "_answer"): "a direct read hands whatever the shard's recall raised to its "
     "caller, who raises it as the Ray call would",
@@ -34,7 +34,7 @@ BROAD = {
     "fails becomes StoreUnavailable, counted as a store error, and the timer goes on",
     ("actors/hub.py", "_sample_loop"): "a failed delivery-lag sample must never end the timer (the gauges "
     "would vanish); it is logged",
-    ("monitoring.py", "mark_backup"): "the backup itself succeeded: failing to record its time for "
+    ("operator/monitoring.py", "mark_backup"): "the backup itself succeeded: failing to record its time for "
     "monitoring is logged and never fails the backup",
     ("client/exit.py", "at_exit"): "closing at interpreter exit: whatever close raises must not mask "
     "the exit status",

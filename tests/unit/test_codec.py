@@ -5,7 +5,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from memorybus import InvalidMemory, MemoryKind, MemoryNode, MemoryStatus, Scope
-from memorybus.codec import SCHEMA_VERSION, decode_node, encode_node, node_to_dict
+from memorybus.memory.codec import SCHEMA_VERSION, decode_node, encode_node, node_to_dict
 
 text = st.text(min_size=1, max_size=40).filter(lambda s: s.strip() and "\x00" not in s)
 ident = st.text(alphabet="abcdefghij0123456789-", min_size=1, max_size=12)

@@ -3,7 +3,7 @@
 import pytest
 
 from memorybus import InvalidRequest, MemoryNode, Scope
-from memorybus.conflicts import AUTHORITY_TAG, Strategy, default_contradiction, is_contradiction, resolve
+from memorybus.bus.conflicts import AUTHORITY_TAG, Strategy, default_contradiction, is_contradiction, resolve
 
 DAY = 86400.0
 S = Scope("acme", "u1")

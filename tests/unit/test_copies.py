@@ -1,7 +1,7 @@
 """A broadcast copy and its original are one memory in recall and in prompt context."""
 
 from memorybus import MemoryNode, RecallHit, Scope
-from memorybus.model import broadcast_copy_id, broadcast_origin
+from memorybus.memory.model import broadcast_copy_id, broadcast_origin
 from memorybus.prompt import ContextBuilder
 from memorybus.retrieval import merge_hits
 

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from memorybus import InvalidRequest
-from memorybus.embedding import BatchingEmbedder
+from memorybus.encoder.embedding import BatchingEmbedder
 
 pytestmark = pytest.mark.model
 
@@ -132,7 +132,7 @@ def test_a_model_with_other_settings_is_not_loaded_lean(model_path, tmp_path):
     import json
     import shutil
 
-    from memorybus.embedding import lean_spec
+    from memorybus.encoder.embedding import lean_spec
 
     assert lean_spec(model_path) == 256
     copy = tmp_path / "m"
@@ -153,7 +153,7 @@ def test_a_model_that_cannot_load_is_an_embedding_error(tmp_path, broken):
     """Each way a model folder can be wrong raises EmbeddingError naming the path (the
     loader catches the types these failures raise, not every Exception)."""
     from memorybus import EmbeddingError
-    from memorybus.embedding import Embedder
+    from memorybus.encoder.embedding import Embedder
 
     path = tmp_path / "model"
     if broken != "missing":
@@ -172,14 +172,14 @@ def test_a_device_this_process_cannot_use_is_an_embedding_error(model_path, devi
     """A GPU embedder asks for ``cuda``: a device torch cannot name, one that is not CPU or
     CUDA, or a GPU this process does not see fails at load with EmbeddingError."""
     from memorybus import EmbeddingError
-    from memorybus.embedding import Embedder
+    from memorybus.encoder.embedding import Embedder
 
     with pytest.raises(EmbeddingError, match=f"device '{device}'"):
         Embedder(model_path, device=device)
 
 
 def test_an_explicit_cpu_device_gives_the_default_vectors(embedder, model_path):
-    from memorybus.embedding import Embedder
+    from memorybus.encoder.embedding import Embedder
 
     cpu = Embedder(model_path, device="cpu", cache_size=0)
     assert cpu.device == "cpu"

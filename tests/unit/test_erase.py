@@ -15,7 +15,7 @@ import pytest
 from memorybus import Context, InvalidRequest, ManualClock, MemoryNode, MemoryNotFound, Scope
 from memorybus.config import ConsolidationPolicy
 from memorybus.errors import StoreUnavailable
-from memorybus.events import Event, EventKind
+from memorybus.memory.events import Event, EventKind
 from memorybus.retrieval import RecallOptions
 from memorybus.shard import Shard
 from memorybus.shard.erase import Selector

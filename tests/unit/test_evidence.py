@@ -2,8 +2,8 @@
 
 import pytest
 
-from memorybus.evidence import MAX_CLAIMS, Claim, KeyEvidence, Weighing, observe, support
-from memorybus.reliability import PRIOR_STRENGTH, Reliabilities, merge
+from memorybus.bus.evidence import MAX_CLAIMS, Claim, KeyEvidence, Weighing, observe, support
+from memorybus.bus.reliability import PRIOR_STRENGTH, Reliabilities, merge
 from memorybus.salience import SECONDS_PER_DAY as DAY
 from memorybus.simulation.replay import oracle
 

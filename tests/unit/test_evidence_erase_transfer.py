@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from memorybus import Context, ManualClock, MemoryNode, Scope
-from memorybus.evidence import KeyEvidence
+from memorybus.bus.evidence import KeyEvidence
 from memorybus.shard import Shard
 from memorybus.shard.erase import Selector
 from memorybus.storage.redis import RedisStore

@@ -19,7 +19,7 @@ from memorybus.graph import (
     extract_triples,
     triples_for,
 )
-from memorybus.model import MemoryNode, new_id
+from memorybus.memory.model import MemoryNode, new_id
 from memorybus.scopes import Scope
 
 T0 = 1_700_000_000.0

@@ -65,8 +65,8 @@ def test_pure_core_imports_without_ray_or_redis(tmp_path):
         """
         import json, sys
         import memorybus
-        import memorybus.scopes, memorybus.model, memorybus.retrieval, memorybus.config
-        import memorybus.conflicts, memorybus.prompt, memorybus.pubsub.hub, memorybus.storage.kv
+        import memorybus.scopes, memorybus.memory.model, memorybus.retrieval, memorybus.config
+        import memorybus.bus.conflicts, memorybus.prompt, memorybus.bus.hub, memorybus.storage.kv
         names = [memorybus.Context, memorybus.Scope, memorybus.MemoryNode, memorybus.RecallOptions,
                  memorybus.Config, memorybus.Strategy, memorybus.salience]
         try:

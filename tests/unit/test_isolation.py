@@ -84,7 +84,7 @@ def _policy():
 
 def test_an_id_carries_its_scope_and_routes_to_its_scopes_shard():
     from memorybus import Scope, derived_id, new_id
-    from memorybus.ids import fits
+    from memorybus.memory.ids import fits
     from memorybus.scopes import Router
 
     scopes = [Scope(f"org{i}", f"u{i % 7}", "a" if i % 2 else "", "s" if i % 3 else "") for i in range(300)]

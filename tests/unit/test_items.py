@@ -1,9 +1,9 @@
-"""What remember accepts (memorybus.items): conversation fields, remember_turns, the default source."""
+"""What remember accepts (memorybus.memory.items): conversation fields, remember_turns, the default source."""
 
 import pytest
 
 from memorybus import Context, InvalidMemory, InvalidRequest, MemoryKind, MemoryNode, ScopeViolation
-from memorybus.items import build_memory, turn_items
+from memorybus.memory.items import build_memory, turn_items
 
 CTX = Context("acme", "u1", "planner", "s1")
 NOW = 1_700_000_000.0

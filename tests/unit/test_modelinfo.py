@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from memorybus import Config, ConfigError
-from memorybus.embedding import Embedder
+from memorybus.encoder.embedding import Embedder
+from memorybus.encoder.modelinfo import model_dimension, model_fingerprint
 from memorybus.errors import EmbeddingError
-from memorybus.modelinfo import model_dimension, model_fingerprint
 from memorybus.storage.identity import check_identity, marker_path
 from memorybus.storage.sqlite import SqliteStore
 

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from types import SimpleNamespace
 
 from memorybus import Config
-from memorybus import monitoring as mon
+from memorybus.operator import monitoring as mon
 
 
 @dataclass

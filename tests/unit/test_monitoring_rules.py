@@ -33,7 +33,7 @@ _SUFFIX = {"Counter": ("_total",), "Gauge": ("",), "Histogram": ("_bucket", "_su
 
 def _constants(package: Path) -> dict[str, str]:
     """Module-level string constants of monitoring.py (``NAME = "..."``)."""
-    tree = ast.parse((package / "monitoring.py").read_text())
+    tree = ast.parse((package / "operator" / "monitoring.py").read_text())
     out = {}
     for node in tree.body:
         if isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str):
@@ -145,7 +145,7 @@ def test_the_alerts_cover_what_operators_need():
 def test_a_metric_renamed_in_code_fails_the_check(tmp_path):
     pkg = tmp_path / "memorybus"
     shutil.copytree(ROOT / "memorybus", pkg, ignore=shutil.ignore_patterns("__pycache__"))
-    mon = pkg / "monitoring.py"
+    mon = pkg / "operator" / "monitoring.py"
     mon.write_text(mon.read_text().replace('"memorybus_store_errors"', '"memorybus_storage_errors"'))
     bad = unknown(alert_exprs(), exported_names(pkg))
     assert bad == {"MemorybusStoreErrors": {"ray_memorybus_store_errors_total"}}

@@ -1,4 +1,4 @@
-"""Operator commands reading a data directory straight from its files (memorybus.offline):
+"""Operator commands reading a data directory straight from its files (memorybus.operator.offline):
 the same answers as the shards that wrote it, nothing written, no Ray or model imported,
 the operator key required, and a directory a running bus holds refused with the way to
 reach that bus. No Ray here: the shards are opened in this process as their actors
@@ -19,9 +19,9 @@ import pytest
 from memorybus import Config, Context, MemoryNode, Scope
 from memorybus.auth.credential import OPERATOR_ORG
 from memorybus.auth.keyring import KeyRing, open_keys
-from memorybus.codec import node_to_dict
 from memorybus.errors import NotAuthorized, StoreMismatch, StoreUnavailable
-from memorybus.offline import DirectReader
+from memorybus.memory.codec import node_to_dict
+from memorybus.operator.offline import DirectReader
 from memorybus.scopes import Router, shard_name
 from memorybus.shard.build import open_shard
 from memorybus.storage import dirlock

@@ -10,7 +10,7 @@ import random
 import numpy as np
 
 from memorybus import Context, EventFilter, Inbox, MemoryNode, Scope
-from memorybus.events import Event
+from memorybus.memory.events import Event
 from tests.unit.test_pubsub_hub import DIM, OWNER, Subscriber, World, until
 
 SCOPES = [Scope("acme"), Scope("acme", "u1"), Scope("acme", "u2"), Scope("acme", "u1", "writer")]
@@ -59,7 +59,7 @@ def test_seq_travels_beside_the_record_and_an_unsealed_event_is_not_frozen():
 
 
 def _args(content: str) -> tuple:
-    from memorybus.events import EventKind
+    from memorybus.memory.events import EventKind
 
     return (EventKind.REMEMBERED, MemoryNode(content=content, scope=Scope("acme")), 1.0, "writer")
 

@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 from memorybus import ActorUnavailable, Context, EventFilter, EventKind, Inbox, ManualClock, MemoryNode, Scope
-from memorybus.pubsub.hub import Hub
-from memorybus.pubsub.targets import LocalTargets
+from memorybus.bus.hub import Hub
+from memorybus.bus.targets import LocalTargets
 from memorybus.shard import Shard
 from memorybus.storage.kv import SqliteKV
 from memorybus.storage.sqlite import SqliteStore

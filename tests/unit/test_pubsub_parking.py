@@ -8,8 +8,8 @@ import msgpack
 from ray import cloudpickle
 
 from memorybus import Context, EventFilter, Inbox, Scope
-from memorybus.pubsub.records import encode_context, encode_filter, subscription_id
-from memorybus.pubsub.targets import LocalTargets, TargetRef
+from memorybus.bus.records import encode_context, encode_filter, subscription_id
+from memorybus.bus.targets import LocalTargets, TargetRef
 from memorybus.storage.kv import SqliteKV
 from tests.unit.test_pubsub_hub import Subscriber, World, contents, until
 

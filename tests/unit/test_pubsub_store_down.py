@@ -7,7 +7,7 @@ import asyncio
 import pytest
 
 from memorybus import Context, EventFilter, Scope, StoreUnavailable
-from memorybus.pubsub.hub import Hub
+from memorybus.bus.hub import Hub
 from memorybus.storage.kv import SqliteKV
 from tests.unit.test_pubsub_hub import Subscriber, World, contents, until
 

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from memorybus.errors import InvalidRequest
-from memorybus.model import MemoryKind, MemoryStatus
+from memorybus.memory.model import MemoryKind, MemoryStatus
 from memorybus.retrieval.options import RecallOptions
 from memorybus.retrieval.wire import MAX_PACKED, RecallRequest, pack_request, unpack_request, vector_bytes
 from memorybus.scopes import Context

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from memorybus.model import MemoryNode
+from memorybus.memory.model import MemoryNode
 from memorybus.retrieval.text import split_time_prefix
 from memorybus.retrieval.timeparse import parse_datetime
 from memorybus.scopes import Scope

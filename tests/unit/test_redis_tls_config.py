@@ -11,7 +11,7 @@ import pickle
 import pytest
 
 from memorybus import Config
-from memorybus.cli_tls import add_redis_tls_flags, redis_tls_options
+from memorybus.cli.tls import add_redis_tls_flags, redis_tls_options
 from memorybus.config.urls import is_loopback
 from memorybus.errors import ConfigError
 from memorybus.storage.redis_client import RedisTLS, open_redis

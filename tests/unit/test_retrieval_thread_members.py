@@ -12,7 +12,7 @@ from dataclasses import replace
 import numpy as np
 
 from memorybus import RankingWeights
-from memorybus.model import MemoryNode
+from memorybus.memory.model import MemoryNode
 from memorybus.retrieval.ranking import rank
 from tests.unit.test_retrieval_ranking import NOW, PLAIN, node, setup
 

@@ -9,9 +9,9 @@ from types import SimpleNamespace
 import pytest
 
 from memorybus import Config
-from memorybus import monitoring as mon
 from memorybus.actors import gauges
 from memorybus.errors import InvalidRequest, StoreUnavailable
+from memorybus.operator import monitoring as mon
 
 
 class Counted:

@@ -14,9 +14,10 @@ import msgpack
 import numpy as np
 import pytest
 
-from memorybus import Context, InvalidRequest, MemoryNode, Scope, ids, new_id
-from memorybus.codec import NODE, encode, encode_node, node_to_dict
-from memorybus.events import EVENT, Event, EventKind
+from memorybus import Context, InvalidRequest, MemoryNode, Scope, new_id
+from memorybus.memory import ids
+from memorybus.memory.codec import NODE, encode, encode_node, node_to_dict
+from memorybus.memory.events import EVENT, Event, EventKind
 from memorybus.scopes.routing import bucket_of
 from memorybus.shard import Shard
 from memorybus.storage.base import SlotWrite, WriteBatch

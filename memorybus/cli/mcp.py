@@ -12,7 +12,7 @@ import sys
 import tempfile
 
 from memorybus import env
-from memorybus.cli_tls import add_redis_tls_flags, redis_tls_options
+from memorybus.cli.tls import add_redis_tls_flags, redis_tls_options
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

@@ -13,7 +13,7 @@ for 10,000 memories, where starting a bus takes tens of seconds. What it guarant
 - **Read-only.** The records files and the key ring are opened with SQLite's
   ``mode=ro``: no row, schema or checkpoint is written (SQLite may create the
   ``-wal``/``-shm`` side files it needs to read a WAL database). The one write is a
-  full export's backup mark (``memorybus.monitoring``), as the bus's own export makes.
+  full export's backup mark (``memorybus.operator.monitoring``), as the bus's own export makes.
 - **The same answers as the bus.** Each shard's views are the shard's own functions
   (:mod:`memorybus.views`) over the same records, merged as the client merges them.
 - **A snapshot.** The records are read once, when the reader opens; a bus that
@@ -33,7 +33,7 @@ from typing import Any
 
 from memorybus import views
 from memorybus.errors import InvalidRequest, MemoryNotFound, NotAuthorized, StoreMismatch, StoreUnavailable
-from memorybus.model import RELATION_FIELDS, MemoryKind, MemoryNode, MemoryStatus, evolve
+from memorybus.memory.model import RELATION_FIELDS, MemoryKind, MemoryNode, MemoryStatus, evolve
 from memorybus.retrieval.hits import DEFAULT_STATUSES
 from memorybus.scopes import Scope
 from memorybus.storage import dirlock
@@ -226,7 +226,7 @@ class DirectReader:
     def export(self, path: str | os.PathLike[str], *, within: Scope | None = None,
                key: bytes | None = None) -> dict[str, int]:  # fmt: skip
         """:meth:`MemoryBus.export`: the same file, page by page from every shard; a full
-        export is recorded as a backup (``memorybus.monitoring.mark_backup``)."""
+        export is recorded as a backup (``memorybus.operator.monitoring.mark_backup``)."""
         from memorybus.transfer import ExportWriter, check_key
 
         if within is not None and not isinstance(within, Scope):
@@ -259,7 +259,7 @@ class DirectReader:
             raise
         if within is None:
             from memorybus.config import Config
-            from memorybus.monitoring import mark_backup
+            from memorybus.operator.monitoring import mark_backup
 
             mark_backup(Config.embedded(self.data_dir, namespace=self.namespace), "export", time.time())
         return counts

@@ -11,7 +11,9 @@ import tempfile
 from collections.abc import Iterator, Sequence
 from typing import NoReturn
 
-from memorybus import __version__, cli_audit, cli_manage, env
+from memorybus import __version__, env
+from memorybus.cli import audit as cli_audit
+from memorybus.cli import manage as cli_manage
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
@@ -21,7 +23,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
         return _fail("--shards and --num-cpus must be at least 1")
     import memorybus
     from memorybus.actors import fleet
-    from memorybus.cli_progress import progress
+    from memorybus.cli.progress import progress
     from memorybus.simulation import demo as script
 
     with _data_dir(args.data_dir, "memorybus-demo-") as data_dir:
@@ -104,7 +106,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="LoCoMo: skip the second run whose shards search the vector index instead of the exact RAM path",
     )
     ev.set_defaults(func=cmd_eval)
-    from memorybus import mcp_cli
+    from memorybus.cli import mcp as mcp_cli
 
     mcp_cli.register(sub)
     cli_manage.register(sub)
@@ -179,7 +181,3 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _fail(str(exc))
     except KeyboardInterrupt:
         return _fail("interrupted", 130)
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

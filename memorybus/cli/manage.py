@@ -4,7 +4,7 @@ Which path a command takes (:func:`_open`):
 
 - **Reads straight from the files** (``ls``, ``show``, ``stats``, ``export``, ``top``
   on an embedded ``--data-dir`` that no running bus holds, without ``--ray-address``):
-  :class:`memorybus.offline.DirectReader`, no Ray, no model, in about a second. It
+  :class:`memorybus.operator.offline.DirectReader`, no Ray, no model, in about a second. It
   needs the operator key: the data directory's ``auth.sqlite`` (readable only by its
   owner) must be readable by the caller, otherwise the command is refused
   (NotAuthorized). A directory without a key ring yet takes the bus path below.
@@ -35,13 +35,13 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from memorybus import env
-from memorybus.cli_tls import add_redis_tls_flags, redis_tls_options
-from memorybus.cli_top import scope_text as _scope_text
-from memorybus.cli_top import stamp as _stamp
+from memorybus.cli.tls import add_redis_tls_flags, redis_tls_options
+from memorybus.cli.top import scope_text as _scope_text
+from memorybus.cli.top import stamp as _stamp
 
 if TYPE_CHECKING:
     from memorybus.client import MemoryBus
-    from memorybus.model import MemoryNode
+    from memorybus.memory.model import MemoryNode
     from memorybus.scopes import Scope
 
 
@@ -132,7 +132,7 @@ def _open(args: argparse.Namespace) -> Any:
         if args.ray_address:
             return _connect(args)
         raise ConfigError("--data-dir", f"{os.path.abspath(args.data_dir)} does not exist (no bus stored there)")
-    from memorybus import offline
+    from memorybus.operator import offline
 
     holders = offline.held(args.data_dir)
     if holders:
@@ -146,8 +146,8 @@ def _join_running(args: argparse.Namespace, holders: list[tuple[str, str]]) -> M
     """Join the bus that holds the data directory, in the namespace its lock names
     (unless ``--namespace`` is given), through ``--ray-address`` or this process's
     Ray; DataDirInUse (at once, nothing started) when neither is there."""
-    from memorybus import offline
     from memorybus.errors import DataDirInUse
+    from memorybus.operator import offline
 
     directory, holder = holders[0]
     args.namespace = args.namespace or offline.holder_namespace(holder)
@@ -168,7 +168,7 @@ def _ray_here() -> bool:
 def _connect(args: argparse.Namespace) -> MemoryBus:
     env.prepare()
     import memorybus
-    from memorybus.cli_progress import progress
+    from memorybus.cli.progress import progress
 
     if args.shards < 1:
         raise memorybus.ConfigError("--shards", "must be at least 1")
@@ -209,7 +209,7 @@ def _when(text: str | None, name: str) -> float | None:
 
 
 def _node_json(node: MemoryNode) -> dict[str, Any]:
-    from memorybus.codec import node_to_dict
+    from memorybus.memory.codec import node_to_dict
 
     d = node_to_dict(node, with_embedding=False)
     d.pop("embedding", None)
@@ -227,7 +227,7 @@ def _line(node: MemoryNode) -> str:
 
 
 def _pages(bus: Any, args: argparse.Namespace) -> Iterator[tuple[list[MemoryNode], str | None]]:
-    from memorybus.model import MemoryStatus
+    from memorybus.memory.model import MemoryStatus
 
     scope = _scope(args)
     statuses = args.status
@@ -359,6 +359,6 @@ def cmd_import(args: argparse.Namespace) -> int:
 
 
 def cmd_top(args: argparse.Namespace) -> int:
-    from memorybus.cli_top import run
+    from memorybus.cli.top import run
 
     return run(args, _open(args))

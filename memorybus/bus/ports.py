@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
-from memorybus.events import Event, EventFilter
-from memorybus.pubsub.targets import TargetRef
+from memorybus.bus.targets import TargetRef
+from memorybus.memory.events import Event, EventFilter
 from memorybus.scopes import Context
 
 
@@ -48,7 +48,7 @@ Deliver = Callable[[Any, str, list[Event]], Awaitable[Any]]
 
 
 class Targets(Protocol):
-    """Names push targets durably and finds them again (see :mod:`memorybus.pubsub.targets`)."""
+    """Names push targets durably and finds them again (see :mod:`memorybus.bus.targets`)."""
 
     def ref(self, target: Any) -> TargetRef:
         """The durable name of ``target`` (a live handle, or ``(name, namespace)``)."""

@@ -1,4 +1,4 @@
-"""What ``remember`` accepts, turned into validated :class:`~memorybus.model.MemoryNode` s.
+"""What ``remember`` accepts, turned into validated :class:`~memorybus.memory.model.MemoryNode` s.
 
 Pure (no Ray, no I/O): the client builds every new memory here before anything
 is sent to a shard, so a bad item raises :class:`~memorybus.errors.InvalidMemory`
@@ -10,9 +10,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from memorybus import ids
 from memorybus.errors import InvalidMemory, InvalidRequest, ScopeViolation
-from memorybus.model import (
+from memorybus.memory import ids
+from memorybus.memory.model import (
     DEFAULT_MAX_CONTENT_CHARS,
     DEFAULT_MAX_STRUCTURED_BYTES,
     DEFAULT_MAX_TAGS,

@@ -1,7 +1,7 @@
 """Parked push subscriptions: waiting for their target, looked for again (no Ray here).
 
-A mixin of :class:`~memorybus.pubsub.hub.Hub` (see its docstring and
-:mod:`memorybus.pubsub.targets`). A parked subscription has no push loop, so its
+A mixin of :class:`~memorybus.bus.hub.Hub` (see its docstring and
+:mod:`memorybus.bus.targets`). A parked subscription has no push loop, so its
 acknowledged cursors do not move and the durable logs keep every event it may see;
 ``needs_replay`` is set, so once re-attached it replays from those cursors.
 Looking for targets costs one ``Targets.find`` per parked subscription, at most
@@ -16,12 +16,12 @@ import logging
 import time
 from typing import TYPE_CHECKING
 
-from memorybus.pubsub.records import Subscription
+from memorybus.bus.records import Subscription
 
 if TYPE_CHECKING:
-    from memorybus.pubsub.ports import Targets
+    from memorybus.bus.ports import Targets
 
-log = logging.getLogger("memorybus.pubsub.hub")
+log = logging.getLogger("memorybus.bus.hub")
 
 
 class Parking:

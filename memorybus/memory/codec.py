@@ -17,7 +17,7 @@ import msgpack
 import numpy as np
 
 from memorybus.errors import InvalidMemory
-from memorybus.model import MemoryKind, MemoryNode, MemoryStatus
+from memorybus.memory.model import MemoryKind, MemoryNode, MemoryStatus
 from memorybus.scopes import Scope
 
 SCHEMA_VERSION = 2

@@ -13,9 +13,9 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
-from memorybus.codec import decode, encode, node_from_dict, node_to_dict
 from memorybus.errors import InvalidRequest
-from memorybus.model import MemoryKind, MemoryNode, evolve
+from memorybus.memory.codec import decode, encode, node_from_dict, node_to_dict
+from memorybus.memory.model import MemoryKind, MemoryNode, evolve
 from memorybus.scopes import Context, Level, Scope
 from memorybus.validation import is_text
 

@@ -60,7 +60,7 @@ LAG_SCAN = 256
 
 
 class _Queued(Protocol):
-    """What :func:`delivery_lag` reads of a subscription (a ``pubsub.records.Subscription``)."""
+    """What :func:`delivery_lag` reads of a subscription (a ``bus.records.Subscription``)."""
 
     queue: Any  # a deque of events, each with ``at`` (unix time of its commit)
     needs_replay: bool

@@ -16,7 +16,7 @@ import numpy as np
 
 from memorybus.errors import InvalidRequest
 from memorybus.hooks import call_hook
-from memorybus.model import MemoryNode
+from memorybus.memory.model import MemoryNode
 from memorybus.salience import SECONDS_PER_DAY
 
 AUTHORITY_TAG = "authority"
@@ -65,7 +65,7 @@ def resolve(
       role) beats one that is not; between equals, ``confidence_weighted``.
 
     ``evidence`` weighs every assertion of the key, not a pair: the shard resolves
-    it with :func:`memorybus.evidence.observe`; given here, it compares as
+    it with :func:`memorybus.bus.evidence.observe`; given here, it compares as
     ``confidence_weighted``.
     """
     if current is None:

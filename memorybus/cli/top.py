@@ -4,7 +4,7 @@ Refreshed every ``--interval`` seconds: totals and writes/s, each shard's counts
 hubs' subscriptions and deliveries (only through a running bus: with none running
 there are none), the busiest scopes (most memories) and the most recalled memories
 (highest access counts, as stored). Read from the files (no bus holds the data
-directory, see :mod:`memorybus.cli_manage`), each refresh reads them again.
+directory, see :mod:`memorybus.cli.manage`), each refresh reads them again.
 """
 
 from __future__ import annotations

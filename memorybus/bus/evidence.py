@@ -12,7 +12,7 @@ The model, in short:
 - A value's support is the sum, over distinct sources (each source's newest
   claim only), of the log-odds of the source being right: its stated
   confidence calibrated by its learned reliability
-  (:mod:`memorybus.reliability`), decayed with the fact half-life. Independent
+  (:mod:`memorybus.bus.reliability`), decayed with the fact half-life. Independent
   sources agreeing add up; one source repeating itself does not.
 - Evidence counts since the last known change. When a value takes over, the
   one it replaced is *gone* from that moment: a later report of a gone value is
@@ -50,8 +50,8 @@ from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from memorybus.codec import decode, encode
 from memorybus.errors import MemoryBusError
+from memorybus.memory.codec import decode, encode
 from memorybus.salience import SECONDS_PER_DAY
 
 _KIND = "evidence"

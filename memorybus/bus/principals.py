@@ -1,17 +1,17 @@
 """What the hub tells and forgets about its callers' subscriptions: delivery figures of
 the subscriptions a context manages (nothing of other orgs), and an erased
-principal's subscriptions removed. A mixin of :class:`~memorybus.pubsub.hub.Hub`."""
+principal's subscriptions removed. A mixin of :class:`~memorybus.bus.hub.Hub`."""
 
 from __future__ import annotations
 
 from collections import Counter
 from typing import TYPE_CHECKING, Any
 
-from memorybus.pubsub.records import Subscription
+from memorybus.bus.records import Subscription
 from memorybus.scopes import Context
 
 if TYPE_CHECKING:
-    from memorybus.pubsub.store import SubscriptionStore
+    from memorybus.bus.store import SubscriptionStore
 
 
 class Principals:

@@ -1,8 +1,8 @@
 """The durable side of a hub's subscriptions: their records and acknowledged cursors.
 
-Kept in the hub's :class:`~memorybus.pubsub.ports.KeyValue` under ``sub:<id>`` (owner,
+Kept in the hub's :class:`~memorybus.bus.ports.KeyValue` under ``sub:<id>`` (owner,
 filter, target, method) and ``cur:<id>`` (the acknowledged cursors). A push target is
-stored as its :class:`~memorybus.pubsub.targets.TargetRef` (a name that outlives the
+stored as its :class:`~memorybus.bus.targets.TargetRef` (a name that outlives the
 cluster, or an unnamed handle valid in one cluster), never as a live handle only.
 Records written before targets were named (a pickled handle) load as unnamed targets
 of an unknown cluster: parked until their owner subscribes again. A record that
@@ -18,8 +18,8 @@ from typing import Any
 
 import msgpack
 
-from memorybus.pubsub.ports import KeyValue
-from memorybus.pubsub.records import (
+from memorybus.bus.ports import KeyValue
+from memorybus.bus.records import (
     Subscription,
     decode_context,
     decode_filter,
@@ -27,7 +27,7 @@ from memorybus.pubsub.records import (
     encode_filter,
     subscription_id,
 )
-from memorybus.pubsub.targets import TargetRef
+from memorybus.bus.targets import TargetRef
 
 log = logging.getLogger(__name__)
 

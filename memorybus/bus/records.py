@@ -13,9 +13,9 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
+from memorybus.bus.targets import TargetRef
 from memorybus.errors import InvalidRequest
-from memorybus.events import Event, EventFilter
-from memorybus.pubsub.targets import TargetRef
+from memorybus.memory.events import Event, EventFilter
 from memorybus.scopes import Context, Scope
 from memorybus.validation import is_text
 

@@ -16,8 +16,8 @@ from typing import Any
 import msgpack
 import numpy as np
 
-from memorybus import ids
 from memorybus.errors import InvalidMemory
+from memorybus.memory import ids
 from memorybus.scopes import Scope
 from memorybus.validation import check_time, is_text
 
@@ -43,16 +43,16 @@ class MemoryStatus(StrEnum):
 
 
 def new_id(scope: Scope | None = None) -> str:
-    """A fresh memory id for ``scope`` (see :mod:`memorybus.ids`; a UUID string, also a
+    """A fresh memory id for ``scope`` (see :mod:`memorybus.memory.ids`; a UUID string, also a
     valid vector-index point id)."""
     return ids.new_id(scope)
 
 
 def broadcast_copy_id(original_id: str, target: Scope) -> str:
     """The id of the broadcast copy of ``original_id`` in the wider scope ``target``:
-    derived (an id of ``target``, see :func:`memorybus.ids.derived_id`), so
+    derived (an id of ``target``, see :func:`memorybus.memory.ids.derived_id`), so
     broadcasting twice yields one copy and a copy is recognisable."""
-    from memorybus.ids import derived_id
+    from memorybus.memory.ids import derived_id
 
     return derived_id(target, f"broadcast:{original_id}")
 

@@ -20,7 +20,7 @@ import sys
 from collections.abc import Iterator
 from typing import Any
 
-from memorybus.cli_tls import add_redis_tls_flags, redis_tls_options
+from memorybus.cli.tls import add_redis_tls_flags, redis_tls_options
 from memorybus.errors import InvalidRequest
 
 
@@ -134,7 +134,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
 
 def cmd_export(args: argparse.Namespace) -> int:
     from memorybus.audit.read import check_query, select
-    from memorybus.cli_manage import _when
+    from memorybus.cli.manage import _when
 
     since, until = _when(args.since, "--since"), _when(args.until, "--until")
     check_query(since, until, args.principal, 1)

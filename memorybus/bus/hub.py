@@ -10,7 +10,7 @@ order per scope, and a slow subscriber never blocks a writer (its queue is
 bounded; past the bound it catches up from the log).
 
 Acknowledged cursors (the events a subscriber has processed) are durable in a
-:class:`~memorybus.pubsub.ports.KeyValue`, so a subscriber that restarts resumes
+:class:`~memorybus.bus.ports.KeyValue`, so a subscriber that restarts resumes
 where it left off and a restarted hub restores its subscriptions. Cursor writes
 are coalesced: every ``cursor_flush_seconds`` one write stores the cursors of
 all subscriptions that moved (one durable write per event per subscriber would
@@ -19,7 +19,7 @@ in between, the last few acknowledged events are delivered again after the
 restart: delivery is at least once, and :class:`~memorybus.client.subscriptions.Inbox`
 drops what the subscriber already processed.
 
-Push targets are stored by name (see :mod:`memorybus.pubsub.targets`): a push
+Push targets are stored by name (see :mod:`memorybus.bus.targets`): a push
 subscription whose target cannot be found (after a restart of the cluster, or
 when a named target's delivery finds it gone) is *parked*: its cursors stay where
 they are, so the durable logs keep everything it may see, and the hub looks for
@@ -44,14 +44,14 @@ import logging
 from collections import Counter, deque
 from typing import Any
 
+from memorybus.bus.parking import Parking
+from memorybus.bus.ports import Deliver, KeyValue, LastSeqs, ReadEvents, Targets
+from memorybus.bus.principals import Principals
+from memorybus.bus.records import Subscription, check_name, subscription_id
+from memorybus.bus.store import SubscriptionStore
+from memorybus.bus.targets import LocalTargets
 from memorybus.errors import ActorUnavailable, StoreUnavailable
-from memorybus.events import Event, EventFilter
-from memorybus.pubsub.parking import Parking
-from memorybus.pubsub.ports import Deliver, KeyValue, LastSeqs, ReadEvents, Targets
-from memorybus.pubsub.principals import Principals
-from memorybus.pubsub.records import Subscription, check_name, subscription_id
-from memorybus.pubsub.store import SubscriptionStore
-from memorybus.pubsub.targets import LocalTargets
+from memorybus.memory.events import Event, EventFilter
 from memorybus.scopes import Context
 
 log = logging.getLogger(__name__)

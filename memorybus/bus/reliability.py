@@ -1,7 +1,7 @@
 """Learned source reliability per org: an online truth-discovery estimate.
 
 Pure Python, no I/O. Each source's grades (how often its assertions agreed with
-the value the bus resolved without its own vote, see :mod:`memorybus.evidence`)
+the value the bus resolved without its own vote, see :mod:`memorybus.bus.evidence`)
 are summed per org over that org's facts, decayed with the fact half-life. The
 estimate is the mean of a Beta posterior:
 
@@ -23,7 +23,7 @@ import threading
 from collections.abc import Mapping
 from typing import Any
 
-from memorybus.evidence import Calibrate, Tally, decay
+from memorybus.bus.evidence import Calibrate, Tally, decay
 
 #: how many graded assertions the stated confidence is worth (tuned on seeds 0-4). More is
 #: better on the simulation's training seeds (``python -m benchmarks.truth_tune sweep --seeds

@@ -1,1 +1,0 @@
-"""Pub/sub: the hub that fans committed events out to subscriptions, and their durable records (no Ray imports)."""
