@@ -154,6 +154,17 @@ def backend_config(backend: str, tmp_path: Path, redis_server: RedisServer | Ext
     return Config.redis(redis_server.url, data_dir=str(tmp_path / "data"), **kw)
 
 
+def _own_db(url: str, worker: str | None) -> str:
+    """``url`` with a database of its own for each parallel test worker (gw0 -> db 1,
+    gw1 -> db 2, ...): workers sharing CI's server never see each other's keys."""
+    if not worker or not worker.startswith("gw") or not worker[2:].isdigit():
+        return url
+    from urllib.parse import urlsplit, urlunsplit
+
+    parts = urlsplit(url)
+    return urlunsplit(parts._replace(path=f"/{int(worker[2:]) + 1}"))
+
+
 @pytest.fixture(scope="session")
 def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer | ExternalRedis]:
     """The shared Redis: CI's loopback server if it gave one, else a private one.
@@ -162,7 +173,7 @@ def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServ
     """
     url = os.environ.get("MEMORYBUS_TEST_REDIS_URL")
     if url:
-        yield ExternalRedis(url)
+        yield ExternalRedis(_own_db(url, os.environ.get("PYTEST_XDIST_WORKER")))
         return
     server = RedisServer(tmp_path_factory.mktemp("redis"))
     server.start()

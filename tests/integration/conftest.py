@@ -11,7 +11,8 @@ def ray_local() -> Iterator[None]:
     """A private local Ray instance for one test module (2 CPUs, loopback)."""
     import ray
 
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
+    # address="local": a new instance even when RAY_ADDRESS is set (a cluster test left it)
+    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
     yield
     ray.shutdown()
 
