@@ -24,6 +24,7 @@ they guarantee:
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import logging
 import threading
@@ -292,12 +293,28 @@ def _find_all(bus: BusHandle) -> None:
 
 
 class _Loader(threading.Thread):
-    """Runs ``load`` in the background; keeps its error for the joiner."""
+    """Runs ``load`` in the background; keeps its error for the joiner. A process that
+    exits while one runs waits for it first (at most :data:`_EXIT_WAIT` seconds): a
+    daemon thread stopped in the middle of importing torch makes the interpreter print
+    torch's failed finalizers at exit (seen on 2026-12-05 with a script that recalled
+    once and ended)."""
 
     def __init__(self, load: Any) -> None:
         super().__init__(name="memorybus-model-load", daemon=True)
         self._load = load
         self.error: BaseException | None = None
+
+    def start(self) -> None:
+        global _exit_wait_registered
+        with _loading_lock:
+            _loading.add(self)
+            if not _exit_wait_registered:
+                # before the atexit callbacks: torch registers its own exit work while it
+                # imports, and what is registered while they run is never run
+                register = getattr(threading, "_register_atexit", atexit.register)
+                register(_wait_for_loaders)
+                _exit_wait_registered = True
+        super().start()
 
     def run(self) -> None:
         try:
@@ -306,6 +323,23 @@ class _Loader(threading.Thread):
         # raised again by the thread that joins this one (``start``).
         except BaseException as exc:  # broad on purpose, see above
             self.error = exc
+        finally:
+            with _loading_lock:
+                _loading.discard(self)
+
+
+#: seconds an exiting process waits for a model load still running (see _Loader)
+_EXIT_WAIT = 60.0
+_loading: set[_Loader] = set()
+_loading_lock = threading.Lock()
+_exit_wait_registered = False
+
+
+def _wait_for_loaders() -> None:
+    with _loading_lock:
+        running = list(_loading)
+    for loader in running:
+        loader.join(_EXIT_WAIT)
 
 
 def _describe(identity: dict[str, Any]) -> str:

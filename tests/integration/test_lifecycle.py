@@ -1,6 +1,6 @@
 """Connecting and closing without traps (issue 14): a namespace's bus is its storage,
 a closed handle fails fast with BusClosed, startup reports progress, and the query
-model is loaded once, during connect."""
+model is loaded once, behind connect (during it with query_encoder="local")."""
 
 from __future__ import annotations
 
@@ -138,3 +138,25 @@ def test_after_ray_shutdown_calls_raise_bus_closed_and_never_start_ray(ray_local
     assert time.monotonic() - start < 1.0
     assert not ray.is_initialized()
     bus.close()  # still fine: nothing to release
+
+
+def test_a_script_that_ends_while_the_query_model_loads_exits_cleanly(tmp_path):
+    """A script that connects, recalls once and ends while its query model is still loading
+    behind connect waits for the load and exits 0 without a traceback (a daemon thread
+    stopped inside torch's import makes the interpreter print torch's finalizers failing)."""
+    import subprocess
+    import sys
+
+    script = (
+        "import memorybus as mb\n"
+        f"bus = mb.connect(mb.Config.embedded({str(tmp_path / 'd')!r}, num_shards=1, namespace='life_exit'))\n"
+        "ctx = mb.Context('acme', 'u1', 'a1')\n"
+        "bus.remember('the launch is on Friday', ctx)\n"
+        "print('LOADING' if bus._query_loader.is_alive() else 'LOADED')\n"
+        "print(bus.recall('when is the launch?', ctx, k=1)[0].node.content)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=240, check=False)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "the launch is on Friday" in done.stdout
+    assert "Traceback" not in done.stderr and "Exception ignored" not in done.stderr, done.stderr[-3000:]
+
