@@ -46,8 +46,8 @@ log = logging.getLogger("memorybus")
 # ---------------------------------------------------------------- startup
 def start(bus: BusHandle, loader: _Loader | None = None) -> None:
     """Check the namespace's running bus (if any) has this storage, create or join
-    the actors, and load this process's query encoder meanwhile (``loader``: its load
-    already started, see :func:`open_bus`)."""
+    the actors, and (``query_encoder="local"``) wait for this process's query encoder,
+    whose load ``loader`` started meanwhile (see :func:`open_bus`)."""
     from memorybus import actors
     from memorybus.client import identity
 
