@@ -24,14 +24,13 @@ they guarantee:
 
 from __future__ import annotations
 
-import atexit
 import contextlib
 import logging
-import threading
 import time
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from memorybus.actors import runtime
+from memorybus.client import loading
 from memorybus.config import Config
 from memorybus.errors import ActorUnavailable, BusClosed, ConfigError, DataDirInUse, MemoryBusError
 
@@ -44,7 +43,7 @@ log = logging.getLogger("memorybus")
 
 
 # ---------------------------------------------------------------- startup
-def start(bus: BusHandle, loader: _Loader | None = None) -> None:
+def start(bus: BusHandle, loader: loading.Loader | None = None) -> None:
     """Check the namespace's running bus (if any) has this storage, create or join
     the actors, and (``query_encoder="local"``) wait for this process's query encoder,
     whose load ``loader`` started meanwhile (see :func:`open_bus`)."""
@@ -52,7 +51,7 @@ def start(bus: BusHandle, loader: _Loader | None = None) -> None:
     from memorybus.client import identity
 
     cfg = bus.config
-    loader = loader or _preload_encoder(bus)
+    loader = loader or loading.preload_encoder(bus)
     running = _running_identity(bus)
     if running is not None and running != cfg.storage_identity():
         raise ConfigError(
@@ -180,29 +179,6 @@ def _running_identity(bus: BusHandle) -> dict[str, Any] | None:
         return None
 
 
-def _preload_encoder(bus: BusHandle) -> _Loader | None:
-    """Start loading this process's query encoder when ``connect`` must wait for it
-    (``query_encoder="local"``); ``start`` joins it."""
-    if bus.config.query_encoder != "local":
-        return None
-    loader = _Loader(bus._local_encoder)
-    loader.start()
-    return loader
-
-
-def _load_encoder_behind(bus: BusHandle) -> None:
-    """After the actors answer (``query_encoder="auto"``, a driver): load this
-    process's query encoder in the background; recalls use the embedder actor until
-    it is loaded (``BusHandle._encodes_queries_here``). Measured 2026-12-05 on 2
-    cores: loading it while the actors start cost ``connect`` about 1 s of CPU."""
-    if bus.config.query_encoder != "auto" or not bus._encodes_queries_here(blocking=True):
-        return
-    log.info("loading the query model in this process (in the background; the embedder actor embeds queries meanwhile)")
-    loader = _Loader(bus._local_encoder)
-    bus._query_loader = loader
-    loader.start()
-
-
 # ---------------------------------------------------------------- closing
 def _flush_all(bus: BusHandle) -> None:
     """Write pending access statistics and subscription cursors (best effort)."""
@@ -292,56 +268,6 @@ def _find_all(bus: BusHandle) -> None:
             bus._maintenance[kind] = bus._actor(actors.maintenance_name(cfg, kind))
 
 
-class _Loader(threading.Thread):
-    """Runs ``load`` in the background; keeps its error for the joiner. A process that
-    exits while one runs waits for it first (at most :data:`_EXIT_WAIT` seconds): a
-    daemon thread stopped in the middle of importing torch makes the interpreter print
-    torch's failed finalizers at exit (seen on 2026-12-05 with a script that recalled
-    once and ended)."""
-
-    def __init__(self, load: Any) -> None:
-        super().__init__(name="memorybus-model-load", daemon=True)
-        self._load = load
-        self.error: BaseException | None = None
-
-    def start(self) -> None:
-        global _exit_wait_registered
-        with _loading_lock:
-            _loading.add(self)
-            if not _exit_wait_registered:
-                # before the atexit callbacks: torch registers its own exit work while it
-                # imports, and what is registered while they run is never run
-                register = getattr(threading, "_register_atexit", atexit.register)
-                register(_wait_for_loaders)
-                _exit_wait_registered = True
-        super().start()
-
-    def run(self) -> None:
-        try:
-            self._load()
-        # Deliberately broad: nothing is swallowed. Whatever loading raised is kept and
-        # raised again by the thread that joins this one (``start``).
-        except BaseException as exc:  # broad on purpose, see above
-            self.error = exc
-        finally:
-            with _loading_lock:
-                _loading.discard(self)
-
-
-#: seconds an exiting process waits for a model load still running (see _Loader)
-_EXIT_WAIT = 60.0
-_loading: set[_Loader] = set()
-_loading_lock = threading.Lock()
-_exit_wait_registered = False
-
-
-def _wait_for_loaders() -> None:
-    with _loading_lock:
-        running = list(_loading)
-    for loader in running:
-        loader.join(_EXIT_WAIT)
-
-
 def _describe(identity: dict[str, Any]) -> str:
     parts = [f"{k}={v}" for k, v in identity.items() if v not in (None, "")]
     return "{" + ", ".join(parts) + "}"
@@ -386,7 +312,7 @@ def open_bus(cls: type[B], config: Config | None, ray_init_kwargs: dict[str, Any
     bus = cls(config)
     # query_encoder="local": the query model loads while Ray starts; a connect that
     # fails leaves it loaded, unused ("auto": it loads after the actors, see start)
-    loader = _preload_encoder(bus)
+    loader = loading.preload_encoder(bus)
     owns_ray = runtime.ensure_ray(config, **ray_init_kwargs)
     bus._owns_ray = owns_ray
     try:
@@ -403,6 +329,6 @@ def open_bus(cls: type[B], config: Config | None, ray_init_kwargs: dict[str, Any
         from memorybus.client.exit import close_at_exit
 
         bus._exit_hook = close_at_exit(bus, close)
-    _load_encoder_behind(bus)
+    loading.load_encoder_behind(bus)
     log.info("memorybus %r ready in %.1fs", config.namespace, time.monotonic() - started)
     return bus

@@ -24,7 +24,7 @@ BROAD = {
     "recorded in the subscription's stats and replayed, the loop lives on",
     ("client/subscriptions.py", "_deliver"): "the subscription callback is the caller's code: every "
     "failure is recorded and retried per policy, then surfaced as sub.failed",
-    ("client/life.py", "run"): "the model loader thread keeps whatever loading raised; the joiner raises it",
+    ("client/loading.py", "run"): "the model loader thread keeps whatever loading raised; the joiner raises it",
     ("encoder/embedding.py", "_run"): "the batching worker hands whatever the model raised to every waiting "
     "caller's future; catching less would leave them waiting forever",
     ("actors/direct.py", "_answer"): "a direct read hands whatever the shard's recall raised to its "
