@@ -22,7 +22,6 @@ each names the one it sent before (:class:`~memorybus.shard.gate.CallOrder`).
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable, Sequence
 from typing import TypeVar
 
@@ -35,6 +34,7 @@ from memorybus.memory.model import MemoryNode
 from memorybus.scopes import Context
 from memorybus.shard import Shard
 from memorybus.shard.gate import CallOrder
+from memorybus.shard.grouping import Grouped, answer_of
 from memorybus.shard.ops import OpCall, op_key
 
 T = TypeVar("T")
@@ -122,12 +122,12 @@ class Ingest:
 
 
 class _Texts:
-    __slots__ = ("done", "error", "rows", "texts")
+    __slots__ = ("answer", "done", "error", "texts")
 
     def __init__(self, texts: list[str]) -> None:
         self.texts = texts
         self.done = False
-        self.rows: np.ndarray | None = None
+        self.answer: np.ndarray | None = None
         self.error: BaseException | None = None
 
 
@@ -139,43 +139,19 @@ class Together:
 
     def __init__(self, encode: Callable[[list[str]], np.ndarray]) -> None:
         self._encode = encode
-        self._cond = threading.Condition()
-        self._queue: list[_Texts] = []
-        self._leading = False
+        self._groups: Grouped[_Texts] = Grouped(self._one_request)
 
     def encode(self, texts: list[str]) -> np.ndarray:
         me = _Texts(texts)
-        with self._cond:
-            self._queue.append(me)
-            while not me.done and self._leading:
-                self._cond.wait()
-            lead = not me.done
-            self._leading = self._leading or lead
-        if lead:
-            try:
-                while not me.done:
-                    with self._cond:
-                        group, self._queue = self._queue, []
-                    self._one_request(group)
-            finally:
-                with self._cond:
-                    self._leading = False
-                    self._cond.notify_all()
-        if me.rows is None:  # a done call has its rows or its error
-            raise me.error or ActorUnavailable("embedder", "the request gave no vectors")
-        return me.rows
+        self._groups.wait(me)
+        return answer_of(me, ActorUnavailable("embedder", "the request gave no vectors"))
 
     def _one_request(self, group: list[_Texts]) -> None:
         try:
             rows = self._encode([t for g in group for t in g.texts])
             start = 0
             for g in group:
-                g.rows, start = rows[start : start + len(g.texts)], start + len(g.texts)
+                g.answer, start = rows[start : start + len(g.texts)], start + len(g.texts)
         except BaseException as exc:  # whatever the request raised is its waiting callers': each raises it
             for g in group:
                 g.error = exc
-        finally:
-            with self._cond:
-                for g in group:
-                    g.done = True
-                self._cond.notify_all()

@@ -22,7 +22,6 @@ record per script) commits the calls one by one.
 from __future__ import annotations
 
 import dataclasses
-import threading
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
@@ -33,6 +32,7 @@ from memorybus.errors import OutcomeUnknown, StoreUnavailable
 from memorybus.memory.model import MemoryNode
 from memorybus.scopes import Context
 from memorybus.shard.facts import Assertion
+from memorybus.shard.grouping import Grouped, answer_of
 from memorybus.shard.ops import OpCall, Recorded, check_op
 from memorybus.shard.results import FactResult
 
@@ -50,7 +50,7 @@ class _Waiting:
     item: Assertion
     op: str | None
     done: bool = False
-    result: FactResult | None = None
+    answer: FactResult | None = None
     error: BaseException | None = None
 
 
@@ -62,21 +62,19 @@ class FactGroups:
         self.facts = facts
         self.core = facts.core
         self.max_group = max_group
-        self._cond = threading.Condition()
-        self._queue: list[_Waiting] = []
-        self._leading = False
+        self._groups: Grouped[_Waiting] = Grouped(self._commit, max_group)
         self.commits = 0
         self.calls = 0
 
     def counts(self) -> dict[str, int]:
         """``{"calls": ..., "commits": ...}``: calls answered, store commits made."""
-        with self._cond:
+        with self._groups.cond:
             return {"calls": self.calls, "commits": self.commits}
 
     def queued(self) -> tuple[bool, list[str]]:
         """Whether a call leads a commit now, and the ids of the assertions queued."""
-        with self._cond:
-            return self._leading, [w.item.node.id for w in self._queue]
+        with self._groups.cond:
+            return self._groups.leading, [w.item.node.id for w in self._groups.queue]
 
     def assert_fact(
         self,
@@ -97,26 +95,8 @@ class FactGroups:
             row = None if vector is None else np.asarray(vector, dtype=np.float32)
             new = self.facts.prepare(context, node, row, now)
         me = _Waiting(Assertion(context, new, chosen, now, 0), op)
-        with self._cond:
-            self._queue.append(me)
-            while not me.done and self._leading:
-                self._cond.wait()
-            lead = not me.done
-            self._leading = self._leading or lead
-        if lead:
-            try:
-                while not me.done:
-                    with self._cond:
-                        group = self._queue[: self.max_group]
-                        del self._queue[: self.max_group]
-                    self._commit(group)
-            finally:
-                with self._cond:
-                    self._leading = False
-                    self._cond.notify_all()
-        if me.result is None:  # a done call has its answer or its error
-            raise me.error or StoreUnavailable("shard", "the group commit gave no answer")
-        return me.result
+        self._groups.wait(me)
+        return answer_of(me, StoreUnavailable("shard", "the group commit gave no answer"))
 
     def _commit(self, group: list[_Waiting]) -> None:
         """Commit ``group`` (as one, or call by call); every member done after."""
@@ -125,13 +105,8 @@ class FactGroups:
                 self._run(group)
         except BaseException as exc:  # whatever stopped the group is its waiting callers': each raises it
             for w in group:
-                if w.result is None and w.error is None:
+                if w.answer is None and w.error is None:
                     w.error = exc
-        finally:
-            with self._cond:
-                for w in group:
-                    w.done = True
-                self._cond.notify_all()
 
     def _run(self, group: list[_Waiting]) -> None:
         calls = [self.core.op_call("assert", w.item.context, w.op) for w in group]
@@ -145,7 +120,7 @@ class FactGroups:
                 )
             except Recorded as done:  # a re-execution: its first answer; the rest again without it
                 w, _ = pending.pop(done.index)
-                w.result = _first(done.answer)
+                w.answer = _first(done.answer)
                 continue
             except OutcomeUnknown as exc:
                 for w, _ in pending:
@@ -155,7 +130,7 @@ class FactGroups:
             except Exception:  # a call's own error sank the group: each call alone tells whose
                 break
             for (w, _), answer in zip(pending, answers, strict=True):
-                w.result = answer[0]
+                w.answer = answer[0]
             self._count(1, len(pending))
             return
         for w, call in pending:
@@ -163,15 +138,15 @@ class FactGroups:
 
     def _alone(self, w: _Waiting, call: OpCall) -> None:
         try:
-            w.result = self.facts.commit_calls([call], [w.item])[0][0]
+            w.answer = self.facts.commit_calls([call], [w.item])[0][0]
         except Recorded as done:
-            w.result = _first(done.answer)
+            w.answer = _first(done.answer)
         except Exception as exc:  # this call's own error, handed to its waiting caller
             w.error = exc
         self._count(1, 1)
 
     def _count(self, commits: int, calls: int) -> None:
-        with self._cond:
+        with self._groups.cond:
             self.commits += commits
             self.calls += calls
 
