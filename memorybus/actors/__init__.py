@@ -81,8 +81,8 @@ INGEST_THREADS = 32
 def create_shard(config: Config, index: int) -> Any:
     # reads get a thread of their own: they never queue behind a write; writes that
     # embed wait for the embedder on threads of theirs, a caller's next ones beside them
-    # (see ShardActor)
-    groups: dict[str, Any] = {"concurrency_groups": {"reads": 1, "ingest": INGEST_THREADS}}
+    # (see ShardActor); a vector index build waits minutes for its process on its own
+    groups: dict[str, Any] = {"concurrency_groups": {"reads": 1, "ingest": INGEST_THREADS, "builds": 1}}
     actor = ray.remote(**groups)(ShardActor)
     return actor.options(**shard_options(config, index)).remote(config, shard_name(index))
 

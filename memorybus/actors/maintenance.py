@@ -124,6 +124,10 @@ class _Scheduled:
             await asyncio.sleep(interval)
             with contextlib.suppress(MemoryBusError):  # recorded in status; the schedule goes on
                 await self._run_once()
+            await self._after_scheduled_run()
+
+    async def _after_scheduled_run(self) -> None:
+        """What the schedule does after each of its runs (nothing, unless a kind says)."""
 
     async def start(self, auth: str = "", interval: float | None = None) -> bool:
         self._gate.operator(auth, "schedule_maintenance")
@@ -141,7 +145,11 @@ class _Scheduled:
 
     async def status(self, auth: str = "") -> dict[str, Any]:
         self._gate.operator(auth, "maintenance_status")
-        return {**self.status_.as_dict(), "scheduled": self._task is not None and not self._task.done()}
+        return {**self.status_.as_dict(), "scheduled": self._task is not None and not self._task.done(),
+                **self._extra_status()}
+
+    def _extra_status(self) -> dict[str, Any]:
+        return {}
 
     async def auth_reload(self) -> None:
         """Read the key ring again now (after a rotation or revocation)."""
@@ -192,6 +200,30 @@ class ConsolidationActor(_Scheduled):
         self.policy = policy or config.consolidation
         self.interval = self.policy.interval_seconds
         self.summarizer = summarizer or resolve_hook(self.policy.summarizer, "consolidation.summarizer")
+        #: what each shard answered to the last vector index build request
+        self.index_builds: list[dict[str, Any]] = []
+
+    async def _after_scheduled_run(self) -> None:
+        """Each shard builds its vector index's HNSW graph when due, in a process of its
+        own (:mod:`memorybus.shard.indexbuild`); the shards serve meanwhile."""
+        await self.build_indexes()
+
+    async def build_indexes(self, auth: str = "", min_points: int | None = None) -> list[dict[str, Any]]:
+        """Ask every shard to build its vector index when due (``min_points``: the
+        shards' threshold unless given). Operator only when called from outside."""
+        if auth:
+            self._gate.operator(auth, "build vector indexes")
+        token = self._gate.service_token()
+        try:
+            self.index_builds = list(await asyncio.gather(
+                *(s.build_vector_index.remote(token, min_points) for s in _shards(self.config))
+            ))
+        except (MemoryBusError, ray.exceptions.RayError) as exc:
+            self.index_builds = [{"built": False, "reason": repr(unwrap(exc))}]
+        return self.index_builds
+
+    def _extra_status(self) -> dict[str, Any]:
+        return {"index_builds": self.index_builds}
 
     async def _run(
         self,

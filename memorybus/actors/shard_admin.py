@@ -55,6 +55,17 @@ class OperatorCalls:
         self._check_now(now)
         return self._write(lambda shard: shard.decay_sweep(now, policy, op=op, within=within))
 
+    @ray.method(concurrency_group="builds")
+    def build_vector_index(self, auth: str, min_points: int | None = None) -> dict[str, Any]:
+        """Build the vector index's HNSW graph in another process and swap it in when it
+        is due (operator only: the consolidation actor's call after each run; see
+        :mod:`memorybus.shard.indexbuild`). Reads and writes go on meanwhile."""
+        self._gate.operator(auth, "build_vector_index")
+        shard = self._s()
+        if min_points is None:
+            return shard.build_vector_index()
+        return shard.build_vector_index(min_points=min_points)
+
     @ray.method(concurrency_group="reads")
     def consolidation_plan(
         self,

@@ -23,7 +23,7 @@ from memorybus.errors import IndexUnavailable
 from memorybus.memory.model import MemoryKind, MemoryNode, MemoryStatus
 from memorybus.retrieval.structure import RecallIndex
 from memorybus.retrieval.vectorcache import VectorCache
-from memorybus.storage.vectors import VectorIndex
+from memorybus.storage.vectors import EdgeVectorIndex, VectorIndex
 
 log = logging.getLogger("memorybus")
 
@@ -52,8 +52,13 @@ class SearchIndex:
         #: a checkpoint on disk says the index holds what the records hold now
         self._checkpointed = False
         self._changed_at = time.monotonic()
+        #: while a copy is built elsewhere (:meth:`begin_build`): the changes made since
+        self._journal: list[Callable[[VectorIndex], None]] | None = None
+        #: points changed since the index was last built elsewhere; an index opened or
+        #: rebuilt at start counts all its points (whether it was built is not recorded)
+        self.changes_since_build = 0
 
-    def _change(self, what: str, apply: Callable[[], None]) -> None:
+    def _change(self, what: str, apply: Callable[[VectorIndex], None], n: int) -> None:
         if self.stale:
             return  # the rebuild takes every change from the store
         self._changed_at = time.monotonic()
@@ -61,27 +66,82 @@ class SearchIndex:
             if self._checkpointed:  # the checkpoint goes before the index changes
                 self.index.drop_checkpoint()
                 self._checkpointed = False
-            apply()
+            apply(self.index)
         except (IndexUnavailable, OSError) as exc:
             log.warning("vector index failed (%s): %s; serving from memory until it is rebuilt", what, exc)
             self.stale = True
+            return
+        self.changes_since_build += n
+        if self._journal is not None:
+            self._journal.append(apply)
 
     # ------------------------------------------------------------------ writes
     def upsert(self, nodes: Sequence[MemoryNode]) -> None:
         if nodes:
-            self._change("upsert", lambda: self.index.upsert(nodes))
+            batch = tuple(nodes)
+            self._change("upsert", lambda ix: ix.upsert(batch), len(batch))
 
     def set_status(self, ids: Sequence[str], status: MemoryStatus) -> None:
         if ids:
-            self._change("set_status", lambda: self.index.set_status(ids, status))
+            chosen = tuple(ids)
+            self._change("set_status", lambda ix: ix.set_status(chosen, status), len(chosen))
 
     def delete(self, ids: Sequence[str]) -> None:
         if ids:
-            self._change("delete", lambda: self.index.delete(ids))
+            gone = tuple(ids)
+            self._change("delete", lambda ix: ix.delete(gone), len(gone))
+
+    # ------------------------------------------------- a build in another process
+    def buildable(self) -> bool:
+        """Whether the on-disk index can be built elsewhere and swapped in (Qdrant Edge)."""
+        return isinstance(self.index, EdgeVectorIndex)
+
+    def begin_build(self, dest: str) -> bool:
+        """Copy the index to ``dest`` (to be built by another process) and journal every
+        change from now on. Call it where no change runs (the shard's write gate). False
+        (nothing copied) when the index is stale or cannot be built elsewhere."""
+        if self.stale or not isinstance(self.index, EdgeVectorIndex):
+            return False
+        self.index.copy_to(dest)
+        self._journal = []
+        self.changes_since_build = 0
+        return True
+
+    def finish_build(self, built: str | None, open_copy: Callable[[str], VectorIndex]) -> bool:
+        """Serve from ``built`` (the copy, optimized elsewhere) after replaying the changes
+        journaled since :meth:`begin_build` onto it; ``built=None`` abandons the build.
+        Call it where no change runs. False when the build was abandoned, or overtaken
+        (a rebuild from the store, a failure that made the index stale): the old index
+        serves on. A failure of the swap itself leaves the index stale (rebuilt from the
+        store by :meth:`repair`)."""
+        journal, self._journal = self._journal, None
+        if built is None or journal is None or self.stale or not isinstance(self.index, EdgeVectorIndex):
+            return False
+        try:
+            copy = open_copy(built)
+            try:
+                for apply in journal:
+                    apply(copy)
+            finally:
+                copy.close()
+        except (IndexUnavailable, OSError) as exc:
+            log.warning("vector index build not used: replaying %d changes onto it failed: %s", len(journal), exc)
+            return False
+        try:
+            self.index.drop_checkpoint()
+            self._checkpointed = False
+            self._changed_at = time.monotonic()
+            self.index.swap_in(built)
+        except (IndexUnavailable, OSError) as exc:
+            log.warning("vector index swap failed: %s; serving from memory until it is rebuilt", exc)
+            self.stale = True
+            return False
+        return True
 
     def load(self, nodes: Iterable[MemoryNode]) -> None:
         """Reset the index and fill it with ``nodes`` (those with an embedding): the
         rebuild from the store. Raises IndexUnavailable (the index stays stale)."""
+        self._journal = None  # a build under way no longer matches: abandoned
         self.stale = True
         self._checkpointed = False
         self.index.reset()
@@ -95,6 +155,7 @@ class SearchIndex:
                 batch = []
         self.index.upsert(batch)
         self.stale = False
+        self.changes_since_build = self.index.count()
 
     def open(self, digest: str, count: int, nodes: Callable[[], Iterable[MemoryNode]]) -> bool:
         """At start: keep the on-disk index if its checkpoint is ``digest`` (the store's
@@ -106,6 +167,7 @@ class SearchIndex:
         try:
             if saved is not None and saved == digest and self.index.count() == count:
                 self.stale, self._checkpointed = False, True  # still true: kept until a change
+                self.changes_since_build = count
                 return True
         except IndexUnavailable:
             pass  # unreadable: rebuilt below

@@ -34,6 +34,7 @@ from memorybus.shard.factgroup import FactGroups
 from memorybus.shard.facts import Facts
 from memorybus.shard.gate import Gate
 from memorybus.shard.index import SearchIndex
+from memorybus.shard.indexbuild import IndexBuilds
 from memorybus.shard.ops import Commits
 from memorybus.shard.reads import Reads
 from memorybus.shard.records import Records
@@ -122,6 +123,7 @@ class Shard:
         # maintenance
         self.decay_sweep = decay.decay_sweep
         self.consolidation_plan = consolidation.consolidation_plan
+        self.build_vector_index = IndexBuilds(core).build_vector_index
         self.apply_consolidation = consolidation.apply_consolidation
         # the event log
         self.read_events = replay.read_events

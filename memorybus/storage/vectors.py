@@ -197,8 +197,35 @@ class EdgeVectorIndex(_Qdrant):
         return int(self._call("count", self._m.CountRequest(exact=True)))
 
     def optimize(self) -> bool:
-        """Build HNSW / merge segments now (blocking; run it off the hot path)."""
+        """Build HNSW / merge segments now, in this process. It holds the interpreter
+        lock until done (see :mod:`memorybus.storage.edge_build`): a serving shard
+        builds a copy in another process instead (:meth:`copy_to`, :meth:`swap_in`)."""
         return bool(self._call("optimize"))
+
+    def copy_to(self, dest: str) -> None:
+        """Flush and copy the index directory to ``dest`` (no change may run meanwhile)."""
+        self.flush()
+        try:
+            shutil.copytree(self.path, dest)
+        except OSError as exc:
+            shutil.rmtree(dest, ignore_errors=True)
+            raise IndexUnavailable(self.backend, f"cannot copy {self.path}: {exc}") from None
+
+    def swap_in(self, built: str) -> None:
+        """Serve from the index directory ``built`` from now on: it replaces this one
+        (the old directory is removed). Drop the checkpoint first: a crash in between
+        leaves an index the next start does not trust, and rebuilds."""
+        old = f"{os.path.normpath(self.path)}.old"
+        shutil.rmtree(old, ignore_errors=True)
+        self.close()
+        try:
+            os.replace(self.path, old)
+            os.replace(built, self.path)
+        except OSError as exc:
+            raise IndexUnavailable(self.backend, f"cannot swap in {built}: {exc}") from None
+        finally:
+            self._shard = self._open()
+        shutil.rmtree(old, ignore_errors=True)
 
     def flush(self) -> None:
         self._call("flush")

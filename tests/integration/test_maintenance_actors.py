@@ -166,3 +166,23 @@ def test_maintenance_is_scoped_to_what_the_caller_manages(bus):
     with pytest.raises(mb.ScopeViolation):
         bus.run_consolidation(Context(a, "u1"), scopes=[mb.Scope(a).key])  # the org is not the user's
     assert bus.run_consolidation(Context(a, "u1"), scopes=[mb.Scope(a, "u1").key])["runs"] == 1
+
+
+def test_the_consolidation_actor_has_every_shard_build_its_vector_index_while_it_serves(bus):
+    """The HNSW build is a maintenance step (memorybus.shard.indexbuild): through Ray, every
+    shard copies its index, a process of its own builds it, the shard swaps it in; recall
+    answers before and after, and an agent's credential cannot ask for it."""
+    o = f"org{uuid.uuid4().hex[:6]}"
+    ctx = Context(o, "u1", "ops")
+    bus.remember_many([f"the build note number {i} about the blue pipeline" for i in range(20)], ctx)
+    actor = actors.create_maintenance(bus.config, "consolidation")  # or the running one
+    with pytest.raises(ray.exceptions.RayTaskError):
+        ray.get(actor.build_indexes.remote("not the operator", 0), timeout=60)
+    builds = ray.get(actor.build_indexes.remote(bus._credential, 0), timeout=240)
+    assert len(builds) == bus.config.num_shards
+    assert all(b["built"] and b["reason"] in {"optimized", "unchanged"} for b in builds), builds
+    assert bus.maintenance_status()["consolidation"]["index_builds"] == builds
+    hits = bus.recall("blue pipeline build note", ctx, k=5)
+    assert len(hits) == 5 and all("blue pipeline" in h.node.content for h in hits)
+    again = ray.get(actor.build_indexes.remote(bus._credential, 0), timeout=240)
+    assert all(not b["built"] and b["reason"] == "not due" for b in again)  # nothing changed since
