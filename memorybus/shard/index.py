@@ -54,6 +54,7 @@ class SearchIndex:
         self._changed_at = time.monotonic()
         #: while a copy is built elsewhere (:meth:`begin_build`): the changes made since
         self._journal: list[Callable[[VectorIndex], None]] | None = None
+        self._closed = False
         #: points changed since the index was last built elsewhere; an index opened or
         #: rebuilt at start counts all its points (whether it was built is not recorded)
         self.changes_since_build = 0
@@ -115,7 +116,8 @@ class SearchIndex:
         serves on. A failure of the swap itself leaves the index stale (rebuilt from the
         store by :meth:`repair`)."""
         journal, self._journal = self._journal, None
-        if built is None or journal is None or self.stale or not isinstance(self.index, EdgeVectorIndex):
+        overtaken = self.stale or self._closed
+        if built is None or journal is None or overtaken or not isinstance(self.index, EdgeVectorIndex):
             return False
         try:
             copy = open_copy(built)
@@ -241,6 +243,7 @@ class SearchIndex:
         next start can trust the index instead of rebuilding it."""
         if digest is not None:
             self.save(digest)
+        self._closed = True  # a build that ends after this is not swapped in
         self.index.close()
 
 

@@ -65,7 +65,8 @@ class IndexBuilds:
 
     def _build(self, out: dict[str, Any], min_points: int, share: float, timeout: float) -> dict[str, Any]:
         index, gate = self.core.index, self.core.gate
-        points = out["points"] = index.count()
+        with gate.read():  # the index answers one caller at a time (the gate's state lock)
+            points = out["points"] = index.count()
         if points < min_points or index.changes_since_build < max(1.0, share * points):
             return {**out, "reason": "not due"}
         edge = index.index

@@ -126,3 +126,24 @@ def test_a_rebuild_from_the_store_during_a_build_overtakes_it(tmp_path):
         assert shard.index.count() == 3000 and not shard.index.stale
     finally:
         shard.close()
+
+
+def test_a_shard_closed_during_a_build_is_not_swapped_and_reopens_whole(tmp_path):
+    rng = np.random.default_rng(5)
+    shard = _shard(tmp_path)
+    nodes, vectors = _put(shard, rng, 3000, "m")
+    result: dict = {}
+    builder = threading.Thread(target=lambda: result.update(shard.build_vector_index(min_points=0)))
+    builder.start()
+    while shard.index._journal is None and builder.is_alive():
+        time.sleep(0.005)
+    shard.close()
+    builder.join()
+    assert result["built"] is False
+    assert not os.path.exists(f"{tmp_path / 'v'}.build")
+    again = _shard(tmp_path)
+    try:
+        assert again.index.count() == 3000
+        assert _top(again, vectors[42])[0][0] == nodes[42].id
+    finally:
+        again.close()
