@@ -10,6 +10,7 @@ import threading
 import time
 
 import numpy as np
+import pytest
 
 from memorybus import Context, ManualClock, MemoryNode, MemoryStatus
 from memorybus.shard import Shard
@@ -23,6 +24,13 @@ CTX = Context("acme", "u1", "a1")
 def _shard(tmp_path) -> Shard:
     return Shard("shard-0", SqliteStore(tmp_path / "r.sqlite"), EdgeVectorIndex(tmp_path / "v", DIM), dim=DIM,
                  clock=ManualClock())  # fmt: skip
+
+
+@pytest.fixture
+def shard(tmp_path):
+    s = _shard(tmp_path)
+    yield s
+    s.close()
 
 
 def _vectors(rng, n):
@@ -42,17 +50,23 @@ def _top(shard, vector):
         return shard.index.index.search(vector, 1, scope_keys=[CTX.scope.key], statuses=[MemoryStatus.ACTIVE])
 
 
-def test_a_build_runs_in_another_process_while_the_shard_writes_and_keeps_every_change(tmp_path):
-    rng = np.random.default_rng(1)
-    shard = _shard(tmp_path)
-    old, old_vectors = _put(shard, rng, 4000, "old")
+def _building(shard) -> tuple[threading.Thread, dict]:
+    """A build started on a thread, returned once the copy is made and changes journal."""
     result: dict = {}
-    ticks = 0
     builder = threading.Thread(target=lambda: result.update(shard.build_vector_index(min_points=0)))
     builder.start()
     deadline = time.monotonic() + 30
     while shard.index._journal is None and builder.is_alive() and time.monotonic() < deadline:
         time.sleep(0.005)
+    return builder, result
+
+
+def test_a_build_runs_in_another_process_while_the_shard_writes_and_keeps_every_change(tmp_path):
+    rng = np.random.default_rng(1)
+    shard = _shard(tmp_path)
+    old, old_vectors = _put(shard, rng, 4000, "old")
+    ticks = 0
+    builder, result = _building(shard)
     # the build runs elsewhere: this process writes, searches and runs its threads meanwhile
     new, new_vectors = _put(shard, rng, 30, "new")
     for node in old[:20]:
@@ -81,62 +95,42 @@ def test_a_build_runs_in_another_process_while_the_shard_writes_and_keeps_every_
         again.close()
 
 
-def test_a_build_that_fails_leaves_the_old_index_serving_and_no_copy(tmp_path):
+def test_a_build_that_fails_leaves_the_old_index_serving_and_no_copy(shard, tmp_path):
     rng = np.random.default_rng(2)
-    shard = _shard(tmp_path)
-    try:
-        nodes, vectors = _put(shard, rng, 500, "m")
-        out = shard.build_vector_index(min_points=0, timeout=0.01)  # the build process cannot finish in time
-        assert out["built"] is False and "ran past" in out["reason"]
-        assert not os.path.exists(f"{tmp_path / 'v'}.build")
-        assert shard.index._journal is None and not shard.index.stale
-        more, more_vectors = _put(shard, rng, 5, "after")
-        assert shard.index.count() == 505
-        assert _top(shard, more_vectors[0])[0][0] == more[0].id
-        assert _top(shard, vectors[3])[0][0] == nodes[3].id
-    finally:
-        shard.close()
+    nodes, vectors = _put(shard, rng, 500, "m")
+    out = shard.build_vector_index(min_points=0, timeout=0.01)  # the build process cannot finish in time
+    assert out["built"] is False and "ran past" in out["reason"]
+    assert not os.path.exists(f"{tmp_path / 'v'}.build")
+    assert shard.index._journal is None and not shard.index.stale
+    more, more_vectors = _put(shard, rng, 5, "after")
+    assert shard.index.count() == 505
+    assert _top(shard, more_vectors[0])[0][0] == more[0].id
+    assert _top(shard, vectors[3])[0][0] == nodes[3].id
 
 
-def test_a_small_or_unchanged_index_is_not_built(tmp_path):
-    shard = _shard(tmp_path)
-    try:
-        _put(shard, np.random.default_rng(3), 50, "m")
-        assert shard.build_vector_index()["reason"] == "not due"  # 50 points: under the threshold
-        assert shard.build_vector_index(min_points=0)["built"] is True
-        assert shard.build_vector_index(min_points=0)["reason"] == "not due"  # nothing changed since
-    finally:
-        shard.close()
+def test_a_small_or_unchanged_index_is_not_built(shard, tmp_path):
+    _put(shard, np.random.default_rng(3), 50, "m")
+    assert shard.build_vector_index()["reason"] == "not due"  # 50 points: under the threshold
+    assert shard.build_vector_index(min_points=0)["built"] is True
+    assert shard.build_vector_index(min_points=0)["reason"] == "not due"  # nothing changed since
 
 
-def test_a_rebuild_from_the_store_during_a_build_overtakes_it(tmp_path):
+def test_a_rebuild_from_the_store_during_a_build_overtakes_it(shard, tmp_path):
     rng = np.random.default_rng(4)
-    shard = _shard(tmp_path)
-    try:
-        _put(shard, rng, 3000, "m")
-        result: dict = {}
-        builder = threading.Thread(target=lambda: result.update(shard.build_vector_index(min_points=0)))
-        builder.start()
-        while shard.index._journal is None and builder.is_alive():
-            time.sleep(0.005)
-        with shard.gate.write():
-            shard.index.load(shard.store.iter_all())  # what a repair does
-        builder.join()
-        assert result["built"] is False and "overtaken" in result["reason"]
-        assert shard.index.count() == 3000 and not shard.index.stale
-    finally:
-        shard.close()
+    _put(shard, rng, 3000, "m")
+    builder, result = _building(shard)
+    with shard.gate.write():
+        shard.index.load(shard.store.iter_all())  # what a repair does
+    builder.join()
+    assert result["built"] is False and "overtaken" in result["reason"]
+    assert shard.index.count() == 3000 and not shard.index.stale
 
 
 def test_a_shard_closed_during_a_build_is_not_swapped_and_reopens_whole(tmp_path):
     rng = np.random.default_rng(5)
     shard = _shard(tmp_path)
     nodes, vectors = _put(shard, rng, 3000, "m")
-    result: dict = {}
-    builder = threading.Thread(target=lambda: result.update(shard.build_vector_index(min_points=0)))
-    builder.start()
-    while shard.index._journal is None and builder.is_alive():
-        time.sleep(0.005)
+    builder, result = _building(shard)
     shard.close()
     builder.join()
     assert result["built"] is False
