@@ -246,3 +246,22 @@ def projected_model_path(model_path: str, tmp_path_factory: pytest.TempPathFacto
     out = tmp_path_factory.mktemp("projected-model")
     model.save(str(out))
     return str(out)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    from tests import shared_ray
+
+    shared_ray.order_items(items)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    from tests import shared_ray
+
+    shared_ray.before_test(item)
+
+
+def pytest_sessionfinish() -> None:
+    from tests import shared_ray
+
+    shared_ray.stop()

@@ -8,13 +8,13 @@ import pytest
 
 @pytest.fixture(scope="module")
 def ray_local() -> Iterator[None]:
-    """A private local Ray instance for one test module (2 CPUs, loopback)."""
-    import ray
+    """A local Ray (2 CPUs, loopback) for the module, shared with the other modules that ask
+    for one unless a module leaves actors alive (tests/shared_ray.py)."""
+    from tests import shared_ray
 
-    # address="local": a new instance even when RAY_ADDRESS is set (a cluster test left it)
-    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
+    shared_ray.start()
     yield
-    ray.shutdown()
+    shared_ray.end_module()
 
 
 @pytest.fixture(scope="session")

@@ -70,7 +70,7 @@ def test_round_trip_into_redis_and_back_keeps_everything(source, folder, redis_s
     first = folder / "all.mbx"
     counts = bus.export(first, key=SEAL)
     assert counts["nodes"] == len(everything(bus)) == 9 and counts["slots"] == 1
-    redis_cfg = Config.redis(redis_server.url, data_dir=str(folder / "r"), num_shards=3, namespace="tr_redis", **SMALL)
+    redis_cfg = Config.redis(redis_server.url, data_dir=str(folder / "r"), num_shards=3, namespace=f"tr_redis_{uuid.uuid4().hex[:8]}", **SMALL)
     with mb.connect(redis_cfg) as target:
         assert target.import_(first, key=SEAL) == counts
         assert everything(target) == everything(bus)  # ids, versions, access counts, every field

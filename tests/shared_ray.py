@@ -1,0 +1,84 @@
+"""One local Ray for the test modules that ask for ``ray_local``, instead of one each.
+
+Starting and stopping a local Ray costs about 7 s here; the suite has some 25 modules on
+it. The modules that ask for ``ray_local`` are run one after another
+(:func:`order_items`) and share one instance; a module that does not ask for it finds no
+Ray running (:func:`stop`, from a ``pytest_runtest_setup`` hook), so modules that start Ray
+their own way (a cluster, one CPU, a subprocess) are unchanged. A module that leaves an
+actor alive gets the next module a fresh Ray, as before: no module inherits another's
+actors or their reserved CPUs.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+_state = {"up": False}
+_modules: set[Any] = set()  # paths of the modules that use ray_local (order_items)
+
+
+def start() -> None:
+    """The shared Ray, started unless it runs (2 CPUs, loopback, no dashboard)."""
+    import ray
+
+    if _state["up"] and ray.is_initialized():
+        return
+    if ray.is_initialized():  # a Ray this module did not start (a test's own): not ours to share
+        ray.shutdown()
+    # address="local": a new instance even when RAY_ADDRESS is set (a cluster test left it)
+    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
+    _state["up"] = True
+
+
+def stop() -> None:
+    """Stop the shared Ray if it runs."""
+    if not _state["up"]:
+        return
+    import ray
+
+    _state["up"] = False
+    ray.shutdown()
+
+
+def alive_actors(wait: float = 3.0) -> list[str]:
+    """Actors still alive (or starting) in the shared Ray after ``wait`` seconds, by name;
+    [] when none (killed actors take a moment to be recorded dead)."""
+    import ray._private.state as ray_state
+
+    deadline = time.monotonic() + wait
+    while True:
+        table: dict[str, Any] = ray_state.actors()
+        alive = [info.get("Name") or actor_id for actor_id, info in table.items() if info["State"] != "DEAD"]
+        if not alive or time.monotonic() >= deadline:
+            return alive
+        time.sleep(0.1)
+
+
+def end_module() -> None:
+    """After a module on the shared Ray: stop it if the module left an actor alive, or
+    if a test stopped Ray itself."""
+    import ray
+
+    if not _state["up"]:
+        return
+    if not ray.is_initialized() or alive_actors():
+        stop()
+
+
+def order_items(items: list[Any]) -> None:
+    """Run the modules that use ``ray_local`` first, together (each keeps its own order)."""
+
+    def on_shared(item: Any) -> bool:
+        return "ray_local" in getattr(item, "fixturenames", ())
+
+    shared = {item.path for item in items if on_shared(item)}
+    _modules.clear()
+    _modules.update(shared)
+    items[:] = [i for i in items if i.path in shared] + [i for i in items if i.path not in shared]
+
+
+def before_test(item: Any) -> None:
+    """A test of a module that does not use ``ray_local`` starts with no shared Ray running."""
+    if _state["up"] and item.path not in _modules:
+        stop()
