@@ -26,6 +26,10 @@ os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
 os.environ.setdefault("RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S", "0")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+# every bus a test connects on one Ray embeds on one shared replica of the model
+# (Config.embedder_pool): starting an embedder costs ~7 s of a core here, a connect ~9 s.
+# Tests of a bus's own embedder delete it (monkeypatch.delenv).
+os.environ.setdefault("MEMORYBUS_EMBEDDER_POOL", "tests")
 
 
 def free_port() -> int:

@@ -6,7 +6,9 @@ it. The modules that ask for ``ray_local`` are run one after another
 Ray running (:func:`stop`, from a ``pytest_runtest_setup`` hook), so modules that start Ray
 their own way (a cluster, one CPU, a subprocess) are unchanged. A module that leaves an
 actor alive gets the next module a fresh Ray, as before: no module inherits another's
-actors or their reserved CPUs.
+actors or their reserved CPUs, except the replicas of the tests' shared embedder pool
+(``MEMORYBUS_EMBEDDER_POOL``, set in ``tests/conftest.py``): one model load for every
+bus the suite starts on this Ray instead of one per ``connect``.
 """
 
 from __future__ import annotations
@@ -50,19 +52,30 @@ def alive_actors(wait: float = 3.0) -> list[str]:
     while True:
         table: dict[str, Any] = ray_state.actors()
         alive = [info.get("Name") or actor_id for actor_id, info in table.items() if info["State"] != "DEAD"]
-        if not alive or time.monotonic() >= deadline:
+        if all(is_pool_replica(name) for name in alive) or time.monotonic() >= deadline:
             return alive
         time.sleep(0.1)
 
 
+def is_pool_replica(name: str) -> bool:
+    """A replica of a shared embedder pool (``Config.embedder_pool``): meant to outlive buses."""
+    return name.startswith("pool:")
+
+
 def end_module() -> None:
-    """After a module on the shared Ray: stop it if the module left an actor alive, or
-    if a test stopped Ray itself."""
+    """After a module on the shared Ray: stop it if the module left an actor alive (other
+    than the replicas of one shared embedder pool, which every module may use), or if a
+    test stopped Ray itself."""
     import ray
 
     if not _state["up"]:
         return
-    if not ray.is_initialized() or alive_actors():
+    if not ray.is_initialized():
+        stop()
+        return
+    alive = alive_actors()
+    pools = {name.rsplit(":", 1)[0] for name in alive if is_pool_replica(name)}
+    if len(pools) > 1 or any(not is_pool_replica(name) for name in alive):
         stop()
 
 

@@ -15,10 +15,18 @@ import ray
 from memorybus.actors.embedder import EmbedderActor
 from memorybus.actors.hub import HubActor
 from memorybus.actors.maintenance import ConsolidationActor, DecayActor
-from memorybus.actors.names import embedder_actor_name, hub_actor_name, maintenance_name, shard_actor_name
+from memorybus.actors.names import (
+    POOL_NAMESPACE,
+    embedder_actor_name,
+    embedder_namespace,
+    hub_actor_name,
+    maintenance_name,
+    shard_actor_name,
+)
 from memorybus.actors.shard import ShardActor
 from memorybus.actors.startup import model_env_options
 from memorybus.config import Config
+from memorybus.errors import ConfigError
 from memorybus.scopes import shard_name
 
 
@@ -52,8 +60,11 @@ def shard_options(config: Config, index: int) -> dict[str, Any]:
 
 def embedder_options(config: Config, index: int) -> dict[str, Any]:
     gpus = {"num_gpus": config.embedder_num_gpus} if config.embedder_num_gpus > 0 else {}
-    return _options(config, embedder_actor_name(config, index), config.embedder_num_cpus, config.embedder_resources,
+    opts = _options(config, embedder_actor_name(config, index), config.embedder_num_cpus, config.embedder_resources,
                     max_concurrency=1000, **gpus, **model_env_options(), **_placement(config))
+    if config.embedder_pool:  # shared: in the pools' namespace, outliving the bus that started it
+        opts.update(namespace=POOL_NAMESPACE, lifetime="detached")
+    return opts
 
 
 def hub_options(config: Config, partition: int) -> dict[str, Any]:
@@ -142,7 +153,24 @@ def handle(config: Config, kind: str, index: int = 0) -> Any:
     ValueError when it is not running."""
     if kind in ("decay", "consolidation"):
         return lookup(maintenance_name(config, kind), config.namespace)
-    return lookup(_NAMES[kind](config, index), config.namespace)
+    namespace = embedder_namespace(config) if kind == "embedder" else config.namespace
+    return lookup(_NAMES[kind](config, index), namespace)
+
+
+def stop_embedder_pool(config: Config) -> int:
+    """Kill the running replicas of ``config``'s shared embedder pool (of the first
+    ``config.embedder_replicas``); the buses using it find it gone (ActorUnavailable)
+    until one connects again and starts it. The number killed."""
+    if not config.embedder_pool:
+        raise ConfigError("embedder_pool", "names no pool: this bus's embedders stop with the bus")
+    killed = 0
+    for i in range(config.embedder_replicas):
+        try:
+            ray.kill(lookup(embedder_actor_name(config, i), POOL_NAMESPACE), no_restart=True)
+        except (ValueError, ray.exceptions.RayError):  # not running
+            continue
+        killed += 1
+    return killed
 
 
 def shard_handles(config: Config) -> list[Any]:
@@ -162,10 +190,12 @@ __all__ = [
     "create_maintenance",
     "create_shard",
     "embedder_actor_name",
+    "embedder_namespace",
     "hub_actor_name",
     "lookup",
     "maintenance_name",
     "replace_dead",
     "shard_actor_name",
     "shard_handles",
+    "stop_embedder_pool",
 ]

@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 import ray
 
-from memorybus.actors.names import embedder_actor_name
+from memorybus.actors.names import embedder_actor_name, embedder_namespace
 from memorybus.actors.runtime import unwrap
 from memorybus.config import Config
 from memorybus.encoder.embedding import BatchingEmbedder, Embedder
@@ -90,7 +90,7 @@ class EmbedderPool:
         if self._handles is None:
             names = [embedder_actor_name(self.config, i) for i in range(self.config.embedder_replicas)]
             try:
-                self._handles = [ray.get_actor(n, namespace=self.config.namespace) for n in names]
+                self._handles = [ray.get_actor(n, namespace=embedder_namespace(self.config)) for n in names]
             except ValueError as exc:
                 raise ActorUnavailable(names[0], f"an embedder is not running: {exc}") from None
         return self._handles

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-from memorybus.actors import embedder_actor_name, hub_actor_name, shard_actor_name
+from memorybus.actors import embedder_actor_name, embedder_namespace, hub_actor_name, shard_actor_name
 from memorybus.actors.runtime import unwrap
 from memorybus.config import Config
 from memorybus.errors import ActorUnavailable, StoreUnavailable
@@ -75,7 +75,8 @@ def kill_bus_actor(config: Config, kind: str, index: int = 0) -> str:
     """Kill one of the bus's actors (``shard``, ``embedder`` or ``hub``); Ray restarts it."""
     name = {"shard": shard_actor_name, "embedder": embedder_actor_name, "hub": hub_actor_name}[kind](config, index)
     try:
-        ray.kill(ray.get_actor(name, namespace=config.namespace), no_restart=False)
+        namespace = embedder_namespace(config) if kind == "embedder" else config.namespace
+        ray.kill(ray.get_actor(name, namespace=namespace), no_restart=False)
     except (ValueError, ray.exceptions.RayError) as exc:
         raise ActorUnavailable(name, f"could not kill it: {exc}") from None
     return name

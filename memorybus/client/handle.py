@@ -79,13 +79,14 @@ class BusHandle:
         if not runtime.is_connected():
             raise BusClosed(self.config.namespace, "this process is not connected to Ray (call memorybus.connect)")
 
-    def _actor(self, name: str) -> Any:
-        """The actor named ``name``; BusClosed when the bus is not running."""
+    def _actor(self, name: str, namespace: str | None = None) -> Any:
+        """The actor named ``name`` (in the bus's namespace unless another is given);
+        BusClosed when the bus is not running."""
         from memorybus import actors
 
         self._check_open()
         try:
-            return actors.lookup(name, self.config.namespace)
+            return actors.lookup(name, namespace or self.config.namespace)
         except ValueError:
             raise BusClosed(self.config.namespace, f"no running actor {name!r} (the bus was shut down)") from None
 
@@ -103,7 +104,8 @@ class BusHandle:
             from memorybus import actors
 
             self._embedders = [
-                self._actor(actors.embedder_actor_name(self.config, i)) for i in range(self.config.embedder_replicas)
+                self._actor(actors.embedder_actor_name(self.config, i), actors.embedder_namespace(self.config))
+                for i in range(self.config.embedder_replicas)
             ]
         self._rr = (self._rr + 1) % len(self._embedders)
         return self._embedders[self._rr]

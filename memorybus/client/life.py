@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import time
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -40,6 +41,9 @@ if TYPE_CHECKING:
 B = TypeVar("B", bound="BusHandle")  # the caller's own handle class comes back
 
 log = logging.getLogger("memorybus")
+
+#: names the shared embedder pool of a bus whose config names none (``Config.embedder_pool``)
+POOL_ENV = "MEMORYBUS_EMBEDDER_POOL"
 
 
 # ---------------------------------------------------------------- startup
@@ -202,7 +206,9 @@ def _stop_actors(bus: BusHandle) -> None:
 
 
 def all_handles(bus: BusHandle) -> list[Any]:
-    return (bus._shards or []) + (bus._embedders or []) + (bus._hubs or []) + list(bus._maintenance.values())
+    """The actors the bus stops: all of its own (a shared embedder pool is not its own)."""
+    embedders = [] if bus.config.embedder_pool else (bus._embedders or [])
+    return (bus._shards or []) + embedders + (bus._hubs or []) + list(bus._maintenance.values())
 
 
 def release(bus: BusHandle, reason: str) -> None:
@@ -261,7 +267,8 @@ def _find_all(bus: BusHandle) -> None:
 
     cfg = bus.config
     bus._shards = [bus._actor(actors.shard_actor_name(cfg, i)) for i in range(cfg.num_shards)]
-    bus._embedders = [bus._actor(actors.embedder_actor_name(cfg, i)) for i in range(cfg.embedder_replicas)]
+    bus._embedders = [bus._actor(actors.embedder_actor_name(cfg, i), actors.embedder_namespace(cfg))
+                      for i in range(cfg.embedder_replicas)]
     bus._hubs = [bus._actor(actors.hub_actor_name(cfg, p)) for p in range(cfg.bus.partitions)]
     for kind in ("decay", "consolidation"):
         with contextlib.suppress(BusClosed):
@@ -308,6 +315,8 @@ def open_bus(cls: type[B], config: Config | None, ray_init_kwargs: dict[str, Any
         raise InvalidRequest("config", "must be a memorybus.Config")
     # the model's dimension and fingerprint, read here once: every actor gets them as data
     config = config.with_model_resolved()
+    if config.embedder_pool is None and os.environ.get(POOL_ENV):
+        config = config.with_(embedder_pool=os.environ[POOL_ENV])
     started = time.monotonic()
     bus = cls(config)
     # query_encoder="local": the query model loads while Ray starts; a connect that

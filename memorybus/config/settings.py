@@ -86,6 +86,15 @@ class Config:
     model_fingerprint: str | None = None
     embedder_replicas: int = 1
     embedder_num_cpus: float = 1.0
+    #: the name of an embedder pool shared by every bus of the Ray cluster that names it
+    #: (with the same model): one set of model replicas instead of one per bus, in Ray
+    #: namespace ``memorybus-embedders``, started by the first bus that needs them, with
+    #: that bus's embedder settings (CPUs, GPUs, batch sizes, cache), and left running
+    #: when a bus closes (they end with Ray, or :func:`memorybus.actors.stop_embedder_pool`).
+    #: The buses of one pool share its queue and its text-to-vector cache: share a pool
+    #: only among buses of one operator. None (the default): the environment variable
+    #: ``MEMORYBUS_EMBEDDER_POOL`` when ``connect`` finds it set, else the bus's own replicas.
+    embedder_pool: str | None = None
     #: GPUs each embedder replica reserves (Ray's ``num_gpus``, fractions allowed). 0 (the
     #: default): the model runs on the CPU with ``embedder_num_cpus`` torch threads. Above
     #: 0: Ray places the replica on a node with that much GPU free and the actor runs the
@@ -212,6 +221,10 @@ class Config:
             raise ConfigError("model_fingerprint", "must be a non-empty string, or None (read from the model)")
         if self.query_encoder not in ("auto", "local", "embedder"):
             raise ConfigError("query_encoder", "must be 'auto', 'local' or 'embedder'")
+        if self.embedder_pool is not None and (
+                not isinstance(self.embedder_pool, str) or not self.embedder_pool
+                or not self.embedder_pool.replace("-", "").replace("_", "").isalnum()):
+            raise ConfigError("embedder_pool", "must be None or non-empty letters, digits, '-' or '_'")
         if self.embedder_replicas < 1:
             raise ConfigError("embedder_replicas", "must be >= 1")
         if not 1 <= self.embed_batch_size <= 512:
