@@ -239,7 +239,8 @@ def simulate(
         bus = connect(cfg, **(ray_init or {}))
         if config.chaos and remove_node is None and config.address:
             run.remove_node = lambda: fleet.kill_worker_node(cfg)
-        injector = chaos.Injector(lambda kind, i: fleet.kill_bus_actor(cfg, kind, i), run.redis, run.remove_node)
+        live = bus.config  # as connect resolved it (an embedder pool named by the environment)
+        injector = chaos.Injector(lambda kind, i: fleet.kill_bus_actor(live, kind, i), run.redis, run.remove_node)
         kinds = injector.kinds(config.faults)
         if config.chaos and config.faults and set(config.faults) - set(kinds):
             raise InvalidRequest("faults", f"this run cannot inject {sorted(set(config.faults) - set(kinds))} "

@@ -33,6 +33,9 @@ def test_factories():
         {"embedder_num_gpus": "1"},
         {"embed_gpu_batch_size": 0},
         {"embed_gpu_batch_size": 9000},
+        {"embedder_pool": ""},
+        {"embedder_pool": "a pool"},
+        {"embedder_pool": 3},
     ],
 )
 def test_bad_config(kw):
@@ -192,3 +195,20 @@ def test_gpu_embedder_reserves_gpus_and_cpu_default_reserves_none():
     embedders = [res for what, _, res in bus_demand(gpu) if what == "embedder"]
     assert embedders == [{"edge": 1, "GPU": 0.5}] * 2
     assert all("GPU" not in res for what, _, res in bus_demand(gpu) if what != "embedder")
+
+
+def test_a_shared_embedder_pool_is_named_per_model_and_detached_in_its_own_namespace():
+    from memorybus.actors import embedder_actor_name, embedder_namespace, embedder_options
+
+    own = Config.embedded("/tmp/x", namespace="a", model_fingerprint="f1")
+    assert embedder_namespace(own) == "a" and embedder_actor_name(own, 0) == "a:embedder-0"
+    assert "lifetime" not in embedder_options(own, 0)
+    pooled = own.with_(embedder_pool="team")
+    other_bus = pooled.with_(namespace="b", data_dir="/tmp/y")
+    other_model = pooled.with_(model_fingerprint="f2")
+    assert embedder_namespace(pooled) == "memorybus-embedders"
+    assert embedder_actor_name(pooled, 1) == embedder_actor_name(other_bus, 1) != embedder_actor_name(pooled, 0)
+    assert embedder_actor_name(pooled, 0) != embedder_actor_name(other_model, 0)  # another model: other replicas
+    opts = embedder_options(pooled, 0)
+    assert opts["namespace"] == "memorybus-embedders" and opts["lifetime"] == "detached"
+    assert opts["name"] == embedder_actor_name(pooled, 0)
