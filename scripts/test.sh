@@ -34,4 +34,16 @@ python -m tests.integration.crewai_venv || echo "   not built: tests/integration
 
 echo "== pytest"
 export HF_HUB_OFFLINE=1
-python -m pytest "$@"
+# Two workers (pytest-xdist, one test file at a time each): about 17 minutes on 2 cores
+# instead of 24 serially (docs/testing.md). A test that fails beside the other worker's
+# load runs again alone, and must pass there; the log shows both runs.
+# MEMORYBUS_TEST_WORKERS=0 runs the suite in one process.
+WORKERS="${MEMORYBUS_TEST_WORKERS:-2}"
+if [ "$WORKERS" -le 1 ]; then
+  exec python -m pytest "$@"
+fi
+if python -m pytest -n "$WORKERS" --dist loadfile "$@"; then
+  exit 0
+fi
+echo "== pytest: running the tests that failed under $WORKERS workers again, in one process"
+python -m pytest --last-failed --last-failed-no-failures none "$@"

@@ -20,6 +20,10 @@ from typing import Any, TypeVar
 import pytest
 
 _RAY_TMP = tempfile.mkdtemp(prefix="mbray", dir="/tmp")
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    # a worker of a parallel run: its own directory, so that no Ray it starts finds
+    # another worker's (ray.init connects to the newest Ray of its temp directory)
+    os.environ["RAY_TMPDIR"] = _RAY_TMP
 os.environ.setdefault("RAY_TMPDIR", _RAY_TMP)
 os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
 os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")

@@ -121,7 +121,7 @@ def main(argv: list[str]) -> int:
     out, pages = Path(argv[0]), [Path(p).resolve() for p in argv[1:]]
     import ray
 
-    ray.init(num_cpus=4, include_dashboard=False, log_to_driver=False)
+    ray.init(address="local", num_cpus=4, include_dashboard=False, log_to_driver=False)
     env = dict(os.environ)
     results = {}
     try:

@@ -119,7 +119,7 @@ def docs_block(work: Path) -> None:
 
 def main() -> None:
     work = Path(sys.argv[1])
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
+    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
     try:
         bus = mb.connect(mb.Config.embedded(work / "bus", num_shards=2, namespace="crewai_t"))
         try:

@@ -14,7 +14,7 @@ pytestmark = [pytest.mark.ray, pytest.mark.model, pytest.mark.timeout(180)]
 def ray_one_cpu():
     import ray
 
-    ray.init(num_cpus=1, include_dashboard=False, log_to_driver=False, configure_logging=False)
+    ray.init(address="local", num_cpus=1, include_dashboard=False, log_to_driver=False, configure_logging=False)
     yield
     ray.shutdown()
 

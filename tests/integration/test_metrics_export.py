@@ -28,7 +28,7 @@ PORT = free_port()
 
 @pytest.fixture(scope="module")
 def ray_metrics():
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False,
+    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False,
              _metrics_export_port=PORT)  # fmt: skip
     yield
     ray.shutdown()
