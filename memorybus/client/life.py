@@ -316,7 +316,10 @@ def open_bus(cls: type[B], config: Config | None, ray_init_kwargs: dict[str, Any
     # the model's dimension and fingerprint, read here once: every actor gets them as data
     config = config.with_model_resolved()
     if config.embedder_pool is None and os.environ.get(POOL_ENV):
-        config = config.with_(embedder_pool=os.environ[POOL_ENV])
+        try:
+            config = config.with_(embedder_pool=os.environ[POOL_ENV])
+        except ConfigError as exc:
+            raise ConfigError("embedder_pool", f"{POOL_ENV}={os.environ[POOL_ENV]!r}: {exc.reason}") from None
     started = time.monotonic()
     bus = cls(config)
     # query_encoder="local": the query model loads while Ray starts; a connect that

@@ -212,3 +212,12 @@ def test_a_shared_embedder_pool_is_named_per_model_and_detached_in_its_own_names
     opts = embedder_options(pooled, 0)
     assert opts["namespace"] == "memorybus-embedders" and opts["lifetime"] == "detached"
     assert opts["name"] == embedder_actor_name(pooled, 0)
+
+
+def test_a_bad_pool_name_in_the_environment_is_refused_before_ray_starts(tmp_path, monkeypatch):
+    import memorybus as mb
+
+    monkeypatch.setenv("MEMORYBUS_EMBEDDER_POOL", "no spaces allowed")
+    with pytest.raises(ConfigError, match="MEMORYBUS_EMBEDDER_POOL='no spaces allowed'"):
+        mb.connect(Config.embedded(tmp_path / "d"))
+    assert not (tmp_path / "d").exists()
