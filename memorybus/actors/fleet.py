@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-from memorybus.actors import embedder_actor_name, embedder_namespace, hub_actor_name, shard_actor_name
+from memorybus.actors import embedder_actor_name, handle, hub_actor_name, shard_actor_name
 from memorybus.actors.runtime import unwrap
 from memorybus.config import Config
 from memorybus.errors import ActorUnavailable, StoreUnavailable
@@ -75,8 +75,7 @@ def kill_bus_actor(config: Config, kind: str, index: int = 0) -> str:
     """Kill one of the bus's actors (``shard``, ``embedder`` or ``hub``); Ray restarts it."""
     name = {"shard": shard_actor_name, "embedder": embedder_actor_name, "hub": hub_actor_name}[kind](config, index)
     try:
-        namespace = embedder_namespace(config) if kind == "embedder" else config.namespace
-        ray.kill(ray.get_actor(name, namespace=namespace), no_restart=False)
+        ray.kill(handle(config, kind, index), no_restart=False)
     except (ValueError, ray.exceptions.RayError) as exc:
         raise ActorUnavailable(name, f"could not kill it: {exc}") from None
     return name
@@ -125,8 +124,8 @@ def kill_worker_node(config: Config, timeout: float = 60.0) -> str:
     for i in range(config.num_shards):
         name = shard_actor_name(config, i)
         try:
-            handle = ray.get_actor(name, namespace=config.namespace)
-            hosts.append(str(ray.get(handle.node_id.remote(), timeout=timeout)))
+            actor = handle(config, "shard", i)
+            hosts.append(str(ray.get(actor.node_id.remote(), timeout=timeout)))
         except (ValueError, ray.exceptions.RayError) as exc:  # no such actor; it died or timed out
             raise ActorUnavailable(name, f"cannot tell which node hosts it: {exc}") from None
     alive = [n["NodeID"] for n in ray.nodes() if n.get("Alive")]

@@ -22,6 +22,11 @@ from memorybus.validation import is_int
 __all__ = ["Config"]
 
 
+def _is_name(value: object) -> bool:
+    """A Ray-safe name: non-empty letters, digits, '-' or '_' (a namespace, a pool)."""
+    return isinstance(value, str) and bool(value) and value.replace("-", "").replace("_", "").isalnum()
+
+
 @dataclass(frozen=True, slots=True, repr=False)
 class Config:
     """Everything memorybus needs to run.
@@ -206,7 +211,7 @@ class Config:
             raise ConfigError("vector_backend", "must be 'edge' or 'qdrant'")
         if not 1 <= self.num_shards <= 1024:
             raise ConfigError("num_shards", "must be between 1 and 1024")
-        if not self.namespace or not self.namespace.replace("-", "").replace("_", "").isalnum():
+        if not _is_name(self.namespace):
             raise ConfigError("namespace", "must be non-empty letters, digits, '-' or '_'")
         if self.embedding_dim is not None and (not is_int(self.embedding_dim, 1)):
             raise ConfigError("embedding_dim", "must be a positive whole number, or None (read from the model)")
@@ -221,9 +226,7 @@ class Config:
             raise ConfigError("model_fingerprint", "must be a non-empty string, or None (read from the model)")
         if self.query_encoder not in ("auto", "local", "embedder"):
             raise ConfigError("query_encoder", "must be 'auto', 'local' or 'embedder'")
-        if self.embedder_pool is not None and (
-                not isinstance(self.embedder_pool, str) or not self.embedder_pool
-                or not self.embedder_pool.replace("-", "").replace("_", "").isalnum()):
+        if self.embedder_pool is not None and not _is_name(self.embedder_pool):
             raise ConfigError("embedder_pool", "must be None or non-empty letters, digits, '-' or '_'")
         if self.embedder_replicas < 1:
             raise ConfigError("embedder_replicas", "must be >= 1")
