@@ -70,38 +70,44 @@ def as_enums(enum: Any, values: Sequence[Any] | None, name: str) -> list[Any]:
         raise InvalidRequest(name, f"unknown value in {list(values)!r}") from None
 
 
-def listing_filters(
-    *,
-    key_prefix: str | None = None,
-    kinds: Sequence[MemoryKind | str] | None = None,
-    statuses: Sequence[MemoryStatus | str] | None = None,
-    limit: int = 100,
-    cursor: str | None = None,
-    within: Scope | None = None,
-    since: float | None = None,
-    until: float | None = None,
-) -> dict[str, Any]:
-    """A listing's arguments checked (InvalidRequest naming the bad one) and turned
-    into the filters each shard applies (:meth:`memorybus.shard.reads.Reads.list_memories`)."""
-    if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= 10_000:
-        raise InvalidRequest("limit", "must be an int between 1 and 10000")
-    if key_prefix is not None and (not isinstance(key_prefix, str) or not key_prefix):
-        raise InvalidRequest("key_prefix", "must be a non-empty string or None")
-    if within is not None and not isinstance(within, Scope):
-        raise InvalidRequest("within", "must be a Scope or None")
-    for name, value in (("since", since), ("until", until)):
-        if value is not None and (isinstance(value, bool) or not isinstance(value, int | float)):
-            raise InvalidRequest(name, "must be epoch seconds or None")
-    return {
-        "key_prefix": key_prefix,
-        "kinds": None if kinds is None else as_enums(MemoryKind, kinds, "kinds"),
-        "statuses": None if statuses is None else as_enums(MemoryStatus, statuses, "statuses"),
-        "limit": limit,
-        "after": None if cursor is None else decode_cursor(cursor),
-        "within": within,
-        "since": since,
-        "until": until,
-    }
+@dataclass(frozen=True, slots=True)
+class Listing:
+    """What a listing asks for, beside its context and scope: the keyword filters of
+    :meth:`MemoryBus.list_memories` (the bus client and the offline reader,
+    :class:`memorybus.operator.offline.DirectReader`, both build one)."""
+
+    key_prefix: str | None = None
+    kinds: Sequence[MemoryKind | str] | None = None
+    statuses: Sequence[MemoryStatus | str] | None = None
+    limit: int = 100
+    cursor: str | None = None
+    within: Scope | None = None
+    since: float | None = None
+    until: float | None = None
+
+    def filters(self) -> dict[str, Any]:
+        """The arguments checked (InvalidRequest naming the bad one) and turned into the
+        filters each shard applies (:meth:`memorybus.shard.reads.Reads.list_memories`)."""
+        limit, key_prefix = self.limit, self.key_prefix
+        if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= 10_000:
+            raise InvalidRequest("limit", "must be an int between 1 and 10000")
+        if key_prefix is not None and (not isinstance(key_prefix, str) or not key_prefix):
+            raise InvalidRequest("key_prefix", "must be a non-empty string or None")
+        if self.within is not None and not isinstance(self.within, Scope):
+            raise InvalidRequest("within", "must be a Scope or None")
+        for name, value in (("since", self.since), ("until", self.until)):
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int | float)):
+                raise InvalidRequest(name, "must be epoch seconds or None")
+        return {
+            "key_prefix": key_prefix,
+            "kinds": None if self.kinds is None else as_enums(MemoryKind, self.kinds, "kinds"),
+            "statuses": None if self.statuses is None else as_enums(MemoryStatus, self.statuses, "statuses"),
+            "limit": limit,
+            "after": None if self.cursor is None else decode_cursor(self.cursor),
+            "within": self.within,
+            "since": self.since,
+            "until": self.until,
+        }
 
 
 def select(

@@ -13,7 +13,7 @@ from memorybus.actors.runtime import Op
 from memorybus.errors import InvalidRequest
 from memorybus.memory.model import MemoryKind, MemoryStatus
 from memorybus.scopes import Context, Level, Scope
-from memorybus.views import MemoryPage, listing_filters, merge_pages
+from memorybus.views import Listing, MemoryPage, merge_pages
 
 if TYPE_CHECKING:
     from memorybus.client.handle import BusHandle
@@ -49,8 +49,8 @@ def list_memories(
     """
     if context is not None and not isinstance(context, Context):
         raise InvalidRequest("context", f"must be a Context or None, got {type(context).__name__}")
-    filters = listing_filters(key_prefix=key_prefix, kinds=kinds, statuses=statuses, limit=limit, cursor=cursor,
-                              within=within, since=since, until=until)
+    filters = Listing(key_prefix=key_prefix, kinds=kinds, statuses=statuses, limit=limit, cursor=cursor,
+                      within=within, since=since, until=until).filters()
     if scope is not None:
         if context is None and not isinstance(scope, Scope):
             raise InvalidRequest("scope", "without a context, give a Scope")

@@ -28,12 +28,11 @@ import glob
 import os
 import re
 import time
-from collections.abc import Sequence
 from typing import Any
 
 from memorybus import views
 from memorybus.errors import InvalidRequest, MemoryNotFound, NotAuthorized, StoreMismatch, StoreUnavailable
-from memorybus.memory.model import RELATION_FIELDS, MemoryKind, MemoryNode, MemoryStatus, evolve
+from memorybus.memory.model import RELATION_FIELDS, MemoryNode, evolve
 from memorybus.retrieval.hits import DEFAULT_STATUSES
 from memorybus.scopes import Scope
 from memorybus.storage import dirlock
@@ -159,27 +158,15 @@ class DirectReader:
         self.close()
 
     # ------------------------------------------------------------------ reads
-    def list_memories(
-        self,
-        context: None = None,
-        *,
-        scope: Scope | None = None,
-        key_prefix: str | None = None,
-        kinds: Sequence[MemoryKind | str] | None = None,
-        statuses: Sequence[MemoryStatus | str] | None = None,
-        limit: int = 100,
-        cursor: str | None = None,
-        within: Scope | None = None,
-        since: float | None = None,
-        until: float | None = None,
-    ) -> MemoryPage:
-        """:meth:`MemoryBus.list_memories` in the operator's view (``context=None``)."""
+    def list_memories(self, context: None = None, *, scope: Scope | None = None, **listing: Any) -> MemoryPage:
+        """:meth:`MemoryBus.list_memories` in the operator's view (``context=None``), with
+        the same keyword filters (:class:`memorybus.views.Listing`)."""
         if context is not None:
             raise InvalidRequest("context", "reading a data directory directly is the operator's view: pass None")
         if scope is not None and not isinstance(scope, Scope):
             raise InvalidRequest("scope", "without a context, give a Scope")
-        f = views.listing_filters(key_prefix=key_prefix, kinds=kinds, statuses=statuses, limit=limit,
-                                  cursor=cursor, within=within, since=since, until=until)  # fmt: skip
+        f = views.Listing(**listing).filters()
+        limit = f["limit"]
         kind_set = frozenset(f["kinds"]) if f["kinds"] else None
         status_set = frozenset(f["statuses"]) if f["statuses"] else frozenset(DEFAULT_STATUSES)
         visible = None if scope is None else frozenset({scope.key})
