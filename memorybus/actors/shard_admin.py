@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import ray
 
+from memorybus.audit.read import AuditQuery
 from memorybus.config import ConsolidationPolicy, DecayPolicy
 from memorybus.errors import InvalidRequest
 from memorybus.maintenance import Cluster
@@ -202,6 +203,6 @@ class OperatorCalls:
         return self._write(lambda shard: shard.erase(selector, ids, dry_run=dry_run))
 
     @ray.method(concurrency_group="reads")
-    def audit_log(self, auth: str, org: str, filters: dict[str, Any]) -> list[Any]:  # audit Entries
+    def audit_log(self, auth: str, org: str, q: AuditQuery) -> list[Any]:  # audit Entries
         self._gate.operator(auth, "audit")
-        return self._read(lambda shard: shard.audit_log(org, **filters))
+        return self._read(lambda shard: shard.audit_log(org, q))

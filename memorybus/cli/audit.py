@@ -133,18 +133,18 @@ def cmd_verify(args: argparse.Namespace) -> int:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    from memorybus.audit.read import check_query, select
+    from memorybus.audit.read import AuditQuery, select
     from memorybus.cli.manage import _when
 
     since, until = _when(args.since, "--since"), _when(args.until, "--until")
-    check_query(since, until, args.principal, 1)
+    q = AuditQuery(since, until, args.principal)
     count = 0
     with _stores(args) as stores, _output(args.out) as out:
         for shard, store in stores:
             for org in store.audit_orgs():
                 if args.org is not None and org not in args.org:
                     continue
-                for entry in select(store, org, since, until, args.principal):
+                for entry in select(store, org, q):
                     out.write(json.dumps({"shard": shard, **entry.to_dict()}) + "\n")
                     count += 1
     print(f"exported {count} audit entries", file=sys.stderr)

@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from memorybus.actors.runtime import Op, Within
-from memorybus.audit.read import check_query
+from memorybus.audit.read import AuditQuery
 from memorybus.client.identity import require_operator
 from memorybus.errors import InvalidRequest
 from memorybus.scopes import shard_name
@@ -39,9 +39,8 @@ def audit(
     auth = require_operator(bus, "audit")
     if not isinstance(org, str) or not org:
         raise InvalidRequest("org", "must be a non-empty string")
-    check_query(since, until, principal, limit)
-    filters = {"since": since, "until": until, "principal": principal, "limit": limit}
-    found = yield Within([s.audit_log.remote(auth, org, filters) for s in bus._shard_handles()], 120)
+    q = AuditQuery(since, until, principal, limit)
+    found = yield Within([s.audit_log.remote(auth, org, q) for s in bus._shard_handles()], 120)
     merged = [{"shard": shard_name(i), **e.to_dict()} for i, entries in enumerate(found) for e in entries]
     merged.sort(key=lambda e: (e["at"], e["shard"], e["seq"]))
-    return merged[:limit]
+    return merged[:q.limit]

@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from memorybus.audit import Entry
-from memorybus.audit.read import check_query, query
+from memorybus.audit.read import AuditQuery, query
 from memorybus.bus.conflicts import Judge
 from memorybus.clock import Clock, SystemClock
 from memorybus.config import BusPolicy, GraphPolicy, RankingWeights
@@ -152,22 +152,16 @@ class Shard:
         core.rebuild()
         erasure.resume()  # an erasure an earlier process left unfinished is completed first
 
-    def audit_log(
-        self,
-        org: str,
-        *,
-        since: float | None = None,
-        until: float | None = None,
-        principal: str | None = None,
-        limit: int = 1000,
-    ) -> list[Entry]:
-        """``org``'s audit entries on this shard (see :func:`memorybus.audit.read.query`),
-        buffered reads flushed first. An operator call: it sees every principal's entries."""
+    def audit_log(self, org: str, q: AuditQuery) -> list[Entry]:
+        """``org``'s audit entries on this shard that ``q`` asks for (see
+        :func:`memorybus.audit.read.query`), buffered reads flushed first. An operator
+        call: it sees every principal's entries."""
         if not isinstance(org, str) or not org:
             raise InvalidRequest("org", "must be a non-empty string")
-        check_query(since, until, principal, limit)
+        if not isinstance(q, AuditQuery):
+            raise InvalidRequest("q", f"must be an AuditQuery, got {type(q).__name__}")
         self._audit.flush()
-        return query(self.core.store, org, since=since, until=until, principal=principal, limit=limit)
+        return query(self.core.store, org, q)
 
     @property
     def on_events(self) -> Callable[[list[Event]], None] | None:

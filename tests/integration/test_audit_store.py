@@ -9,7 +9,7 @@ import pytest
 
 from memorybus import MemoryNode, Scope, VersionConflict
 from memorybus.audit import Draft, decode_checkpoint, decode_entry, sign
-from memorybus.audit.read import query, verify_store
+from memorybus.audit.read import AuditQuery, query, verify_store
 from memorybus.storage import WriteBatch
 from memorybus.storage.base import AlreadyApplied
 from memorybus.storage.redis import RedisStore
@@ -90,8 +90,8 @@ def test_checkpoints_are_kept_apart_and_an_emptied_chain_is_still_listed(store):
     store.put_checkpoint(sign(KEY, "acme", seq, digest, 9.0))
     assert [decode_checkpoint(b).seq for b in store.checkpoints("acme")] == [1]
     assert store.read_audit("acme") and store.checkpoints("beta") == []
-    assert query(store, "acme", principal="acme/u1/a")[0].ids == (n.id,)
-    assert query(store, "acme", since=6.0) == []
+    assert query(store, "acme", AuditQuery(principal="acme/u1/a"))[0].ids == (n.id,)
+    assert query(store, "acme", AuditQuery(since=6.0)) == []
     for seq in range(2, 106):
         store.put_checkpoint(sign(KEY, "acme", seq, digest, 9.0))
     assert [decode_checkpoint(b).seq for b in store.checkpoints("acme")] == list(range(6, 106))  # the newest 100
