@@ -16,6 +16,13 @@ from memorybus.shard.writes import BROADCAST_SOURCE
 from memorybus.storage.base import WriteBatch
 
 
+#: what a broadcast copy keeps of the original as it is stored; the rest is the copy's
+#: own (id, scope, provenance, discounted confidence) or starts afresh (access
+#: statistics, status, relations, conversation structure)
+CARRIED = ("content", "kind", "embedding", "key", "created_at", "decay_rate", "valid_from", "valid_to",
+           "importance", "tags")  # fmt: skip
+
+
 def broadcast_id(target: Scope, memory_id: str) -> str:
     """The id of ``memory_id``'s broadcast copy in ``target`` (deterministic: one copy)."""
     return broadcast_copy_id(memory_id, target)
@@ -53,26 +60,17 @@ class Broadcasts(Job):
         stored = self.core.store.get(memory_id)
         if stored is None:
             raise MemoryNotFound(memory_id)
-        copy_id = broadcast_id(target, memory_id)
+        carried = {name: getattr(stored, name) for name in CARRIED}
         return MemoryNode(
-            id=copy_id,
-            content=stored.content,
+            **carried,
+            id=broadcast_id(target, memory_id),
             scope=target,
-            kind=stored.kind,
             structured=dict(stored.structured),
-            embedding=stored.embedding,
-            key=stored.key,
-            created_at=stored.created_at,
             last_accessed=stored.created_at,
-            decay_rate=stored.decay_rate,
-            valid_from=stored.valid_from,
-            valid_to=stored.valid_to,
             parents=(memory_id,),
             confidence=round(stored.confidence * self.core.policy.broadcast_discount, 12),
-            importance=stored.importance,
             source=f"{BROADCAST_SOURCE}{context.agent or context.user}",
             source_ids=(memory_id,),
-            tags=stored.tags,
         )
 
     def put_broadcast(self, context: Context, copy: MemoryNode, *, op: str | None = None) -> MemoryNode:
