@@ -57,22 +57,17 @@ class Draft:
     hashes: tuple[str, ...] = ()
 
 
-@dataclass(frozen=True, slots=True)
-class Entry:
-    """One chained audit entry (see the module docstring)."""
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Entry(Draft):
+    """One chained audit entry (see the module docstring): a draft with its place in
+    the chain."""
 
     seq: int
-    at: float
-    org: str
-    principal: str
-    operation: str
-    ids: tuple[str, ...]
-    hashes: tuple[str, ...]
     prev: str
     hash: str
 
     def body(self) -> bytes:
-        return _body(self.seq, self.at, self.org, self.principal, self.operation, self.ids, self.hashes, self.prev)
+        return _body(self.seq, self, self.prev)
 
     def to_dict(self) -> dict[str, object]:
         """As JSON: what ``memorybus audit export`` writes, one per line."""
@@ -81,11 +76,10 @@ class Entry:
                 "prev": self.prev, "hash": self.hash}  # fmt: skip
 
 
-def _body(seq: int, at: float, org: str, principal: str, operation: str, ids: Sequence[str],
-          hashes: Sequence[str], prev: str) -> bytes:  # fmt: skip
+def _body(seq: int, d: Draft, prev: str) -> bytes:
     """The canonical bytes an entry's hash covers (a msgpack array: one encoding only)."""
     return msgpack.packb(
-        [ENTRY_VERSION, int(seq), float(at), org, principal, operation, list(ids), list(hashes), prev],
+        [ENTRY_VERSION, int(seq), float(d.at), d.org, d.principal, d.operation, list(d.ids), list(d.hashes), prev],
         use_bin_type=True,
     )
 
@@ -101,8 +95,9 @@ def chain(drafts: Sequence[Draft], head: tuple[int, str]) -> list[Entry]:
     out: list[Entry] = []
     for d in drafts:
         seq += 1
-        digest = entry_hash(_body(seq, d.at, d.org, d.principal, d.operation, d.ids, d.hashes, prev))
-        out.append(Entry(seq, d.at, d.org, d.principal, d.operation, tuple(d.ids), tuple(d.hashes), prev, digest))
+        digest = entry_hash(_body(seq, d, prev))
+        out.append(Entry(d.org, d.at, d.principal, d.operation, tuple(d.ids), tuple(d.hashes), seq=seq, prev=prev,
+                         hash=digest))
         prev = digest
     return out
 
@@ -122,8 +117,8 @@ def decode_entry(blob: bytes) -> Entry:
         version, seq, at, org, principal, operation, ids, hashes, prev = msgpack.unpackb(body, raw=False)
         if version != ENTRY_VERSION:
             raise ValueError(f"entry schema {version!r}")
-        return Entry(int(seq), float(at), str(org), str(principal), str(operation), tuple(map(str, ids)),
-                     tuple(map(str, hashes)), str(prev), str(digest))  # fmt: skip
+        return Entry(str(org), float(at), str(principal), str(operation), tuple(map(str, ids)),
+                     tuple(map(str, hashes)), seq=int(seq), prev=str(prev), hash=str(digest))  # fmt: skip
     except (ValueError, TypeError) as exc:  # msgpack's errors are ValueErrors
         raise UnreadableEntryError(str(exc)) from None
 
