@@ -62,12 +62,12 @@ def emit(result: Any, out: str | None) -> None:
         Path(out).write_text(text + "\n")
 
 
-def run_eval_cli(dataset: str, argv: list[str]) -> int:
-    """``memorybus eval <dataset> ARGS`` from a benchmark script."""
+def run_eval_cli(argv: list[str]) -> int:
+    """``memorybus eval DATASET ARGS`` from a benchmark script (``argv``: DATASET ARGS)."""
     prepare_env()  # with the thread settings the raw model beside the bus needs
     from memorybus.cli import main
 
-    return main(["eval", dataset, *argv])
+    return main(["eval", *argv])
 
 
 # ---------------------------------------------------------------- progress
