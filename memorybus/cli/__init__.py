@@ -14,6 +14,7 @@ from typing import NoReturn
 from memorybus import __version__, env
 from memorybus.cli import audit as cli_audit
 from memorybus.cli import manage as cli_manage
+from memorybus.cli.commands import command
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
@@ -78,12 +79,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--version", action="version", version=f"memorybus {__version__}")
     sub = p.add_subparsers(dest="command", required=True)
     simulate_cli.add_parser(sub)
-    demo = sub.add_parser("demo", help="run a local multi-agent simulation on the embedded default")
+    demo = command(sub, "demo", cmd_demo, "run a local multi-agent simulation on the embedded default")
     demo.add_argument("--data-dir", help="where SQLite and Qdrant Edge files go (default: a temp dir)")
     demo.add_argument("--shards", type=int, default=2)
     demo.add_argument("--num-cpus", type=int, default=2)
-    demo.set_defaults(func=cmd_demo)
-    ev = sub.add_parser("eval", help="retrieval evaluation through the bus (LoCoMo, LongMemEval) with baselines")
+    ev = command(sub, "eval", cmd_eval, "retrieval evaluation through the bus (LoCoMo, LongMemEval) with baselines")
     ev.add_argument("dataset", choices=["locomo", "longmemeval"])
     ev.add_argument("--data", required=True, help="path of the dataset JSON (locomo_dev.json, longmemeval_s*.json)")
     ev.add_argument("--out", required=True, help="directory for the JSON results and the PNG plot")
@@ -105,7 +105,6 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="LoCoMo: skip the second run whose shards search the vector index instead of the exact RAM path",
     )
-    ev.set_defaults(func=cmd_eval)
     from memorybus.cli import mcp as mcp_cli
 
     mcp_cli.register(sub)

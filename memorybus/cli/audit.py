@@ -20,6 +20,7 @@ import sys
 from collections.abc import Iterator
 from typing import Any
 
+from memorybus.cli.commands import command
 from memorybus.cli.tls import add_redis_tls_flags, redis_tls_options
 from memorybus.errors import InvalidRequest
 
@@ -27,20 +28,15 @@ from memorybus.errors import InvalidRequest
 def register(sub: Any) -> None:
     audit = sub.add_parser("audit", help="verify or export the audit trail (reads the stores directly)")
     cmds = audit.add_subparsers(dest="audit_command", required=True)
-    verify = cmds.add_parser("verify", help="check every audit chain; exit 0 intact, 1 tampered")
-    _flags(verify)
+    verify = command(cmds, "verify", cmd_verify, "check every audit chain; exit 0 intact, 1 tampered", _flags)
     verify.add_argument("--key-file", help="file holding the HMAC key checkpoints are signed with (default: "
                         "the key the bus derives from its operator secret, read from its key ring)")
     verify.add_argument("--json", action="store_true", help="one JSON report per chain")
-    verify.set_defaults(func=cmd_verify)
-    export = cmds.add_parser("export", help="write audit entries as JSON lines")
-    _flags(export)
+    export = command(cmds, "export", cmd_export, "write audit entries as JSON lines", _flags)
     export.add_argument("--since", help="at or after: epoch seconds, ISO date/time (UTC), or 7d/12h/30m ago")
     export.add_argument("--until", help="before (same forms as --since)")
     export.add_argument("--principal", help="only this principal's entries (org/user/agent[/session])")
     export.add_argument("--out", help="file to write (default: standard output)")
-    export.set_defaults(func=cmd_export)
-
 
 def _flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--data-dir", default=".memorybus", help="embedded store directory (default .memorybus)")

@@ -35,6 +35,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from memorybus import env
+from memorybus.cli.commands import command
 from memorybus.cli.tls import add_redis_tls_flags, redis_tls_options
 from memorybus.cli.top import scope_text as _scope_text
 from memorybus.cli.top import stamp as _stamp
@@ -47,9 +48,8 @@ if TYPE_CHECKING:
 
 def register(sub: Any) -> None:
     """Add the commands to the ``memorybus`` parser's subcommands."""
-    ls = sub.add_parser("ls", help="list stored memories (an operator's view: every scope)")
-    _store_flags(ls)
-    _scope_flags(ls)
+    ls = command(sub, "ls", cmd_ls, "list stored memories (an operator's view: every scope)", _store_flags,
+                 _scope_flags)
     ls.add_argument("--exact", action="store_true", help="only the scope given, not the scopes inside it")
     ls.add_argument("--kind", action="append", help="episodic, semantic, procedural, working (repeatable)")
     ls.add_argument("--status", action="append", help="active, consolidated, deprecated, archived, or all")
@@ -60,37 +60,27 @@ def register(sub: Any) -> None:
     ls.add_argument("--cursor", help="continue after a previous page")
     ls.add_argument("--all", action="store_true", help="every page")
     ls.add_argument("--json", action="store_true", help="one JSON object per line")
-    ls.set_defaults(func=cmd_ls)
-    show = sub.add_parser("show", help="one memory with its history and provenance")
+    show = command(sub, "show", cmd_show, "one memory with its history and provenance", _store_flags)
     show.add_argument("id")
-    _store_flags(show)
     show.add_argument("--json", action="store_true")
-    show.set_defaults(func=cmd_show)
-    stats = sub.add_parser("stats", help="counts per shard and per scope")
-    _store_flags(stats)
+    stats = command(sub, "stats", cmd_stats, "counts per shard and per scope", _store_flags)
     stats.add_argument("--json", action="store_true")
-    stats.set_defaults(func=cmd_stats)
-    export = sub.add_parser("export", help="write a scope (and the scopes inside it) or everything to a file")
+    export = command(sub, "export", cmd_export, "write a scope (and the scopes inside it) or everything to a file",
+                     _store_flags, _scope_flags)
     export.add_argument("file")
-    _store_flags(export)
-    _scope_flags(export)
     export.add_argument("--key-file", help="seal the file with the key in this file (HMAC-SHA256; >= 16 bytes; "
                         "default: this bus's own export key)")
-    export.set_defaults(func=cmd_export)
-    imp = sub.add_parser("import", help="restore an export file (validated first; refused whole on any problem)")
+    imp = command(sub, "import", cmd_import, "restore an export file (validated first; refused whole on any problem)",
+                  _store_flags)
     imp.add_argument("file")
-    _store_flags(imp)
     how = imp.add_mutually_exclusive_group()
     how.add_argument("--key-file", help="accept only a file sealed with the key in this file (default: this "
                      "bus's own export key)")
     how.add_argument("--trusted", action="store_true", help="accept an unsealed file: you vouch for its contents")
-    imp.set_defaults(func=cmd_import)
-    top = sub.add_parser("top", help="a live view: counts, writes/s, subscriptions, busiest scopes, most recalled")
-    _store_flags(top)
+    top = command(sub, "top", cmd_top, "a live view: counts, writes/s, subscriptions, busiest scopes, most recalled",
+                  _store_flags)
     top.add_argument("--interval", type=float, default=2.0)
     top.add_argument("--iterations", type=int, default=0, help="stop after N refreshes (0: until Ctrl-C)")
-    top.set_defaults(func=cmd_top)
-
 
 def _store_flags(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("which bus")

@@ -12,13 +12,16 @@ import sys
 import tempfile
 
 from memorybus import env
+from memorybus.cli.commands import command
 from memorybus.cli.tls import add_redis_tls_flags, redis_tls_options
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    p = sub.add_parser(
+    p = command(
+        sub,
         "mcp",
-        help="serve the bus over MCP (stdio, or streamable HTTP on 127.0.0.1) for MCP clients",
+        cmd_mcp,
+        "serve the bus over MCP (stdio, or streamable HTTP on 127.0.0.1) for MCP clients",
         description="Serve the bus to MCP clients. Identity is the server's: stdio acts as --org/--user/--agent/"
         "--session; over HTTP each bearer token is a memorybus credential (bus.issue_credential: verified "
         "against the bus's key ring, and again by every shard it reaches; an operator's is refused), or "
@@ -43,7 +46,6 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--shards", type=int, default=2)
     p.add_argument("--namespace", default="memorybus_mcp", help="Ray namespace of the bus's actors")
     p.add_argument("--num-cpus", type=float, default=None, help="CPUs for a Ray started here")
-    p.set_defaults(func=cmd_mcp)
 
 
 def cmd_mcp(args: argparse.Namespace) -> int:
