@@ -42,6 +42,24 @@ class _Block:
         self.mat, self.alive = mat, alive
         self.gen += 1
 
+    def append(self, memory_id: str, vec: np.ndarray) -> int:
+        """Put ``memory_id``'s vector in the next row (grown first when full); that row."""
+        if self.n >= self.mat.shape[1]:
+            self.grow()
+        row = self.n
+        self.mat[:, row] = vec
+        self.alive[row] = True
+        self.ids.append(memory_id)
+        self.n += 1
+        self.live += 1
+        return row
+
+    def drop(self, row: int) -> None:
+        """Mark ``row`` removed (its column stays until the block is compacted)."""
+        self.ids[row] = None
+        self.alive[row] = False
+        self.live -= 1
+
 
 class VectorCache:
     """Each memory's (contextual) vector, one block of rows per scope key.
@@ -84,24 +102,14 @@ class VectorCache:
         block = self._blocks.get(scope_key)
         if block is None:
             block = self._blocks[scope_key] = _Block(scope_key, self._dim)
-        if block.n >= block.mat.shape[1]:
-            block.grow()
-        row = block.n
-        block.mat[:, row] = vec
-        block.alive[row] = True
-        block.ids.append(memory_id)
-        block.n += 1
-        block.live += 1
-        self._where[memory_id] = (block, row)
+        self._where[memory_id] = (block, block.append(memory_id, vec))
 
     def remove(self, memory_id: str) -> None:
         where = self._where.pop(memory_id, None)
         if where is None:
             return
         block, row = where
-        block.ids[row] = None
-        block.alive[row] = False
-        block.live -= 1
+        block.drop(row)
         if not block.live:
             if self._blocks.get(block.key) is block:
                 del self._blocks[block.key]
