@@ -15,7 +15,6 @@ from memorybus.shard.job import Job
 from memorybus.shard.writes import BROADCAST_SOURCE
 from memorybus.storage.base import WriteBatch
 
-
 #: what a broadcast copy keeps of the original as it is stored; the rest is the copy's
 #: own (id, scope, provenance, discounted confidence) or starts afresh (access
 #: statistics, status, relations, conversation structure)
