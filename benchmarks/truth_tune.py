@@ -144,7 +144,7 @@ def diagnose(seeds: list[int], s: Setting) -> None:
 SWEEP = {
     "prior_strength": [2.0, 4.0, 8.0, 32.0],
     "reassert": [0.0, 0.2, 0.4, 0.7, 1.0],
-    "grace_days": [0.25, 0.5, 2.0],
+    "grace_days": [0.5, 1.0, 1.5, 2.5, 3.0],
     "stale_half_life_days": [0.25, 1.0, 10.0],
 }
 
@@ -155,13 +155,9 @@ SWEEP = {
 GRID = {
     "prior_strength": [16.0],
     "stale_half_life_days": [1.0, 3.0],
-    "grace_days": [0.5, 1.0],
+    "grace_days": [1.5, 2.0, 2.5],
     "reassert": [0.3, 0.4],
 }
-
-
-#: the defaults before benchmarks/truth_tune.py (tuned on seeds 0-4)
-BEFORE = Setting(16.0, 1.0, 1.0, 0.4)
 
 
 def sweep(seeds: list[int]) -> None:
@@ -176,6 +172,7 @@ def sweep(seeds: list[int]) -> None:
 
 def tune(seeds: list[int], folds: int) -> None:
     settings = [Setting(*combo) for combo in itertools.product(*GRID.values())]
+    settings += [x for x in (Setting(),) if x not in settings]  # scored beside the grid
     parts = [seeds[i::folds] for i in range(folds)]
     table = {s: [score(p, s) for p in parts] for s in settings}
 
@@ -198,9 +195,6 @@ def tune(seeds: list[int], folds: int) -> None:
         print(f"  {s}: all {t[0] / t[1]:.3f} contested {t[2] / t[3]:.3f}")
     t = pool(table[default])
     print(f"  default {default}: all {t[0] / t[1]:.3f} contested {t[2] / t[3]:.3f}")
-    if BEFORE in table:
-        t = pool(table[BEFORE])
-        print(f"  before this tuning {BEFORE}: all {t[0] / t[1]:.3f} contested {t[2] / t[3]:.3f}")
 
 
 def main() -> None:

@@ -24,9 +24,10 @@ The model, in short:
   so the same claims give the same head whichever order they arrived in (a true
   report that took longer to arrive than a wrong one is not lost to it). Only a
   claim older than the base is late: it describes the past.
-- The head's support against a challenger counts only its claims made around
-  or after the challenge (within ``grace`` of it): an old report of the head
-  says nothing against a later change.
+- The head's support against a challenger counts its claims made after the
+  challenge fully, and those made before it less the older they are (nothing
+  ``grace`` or more before it): the older a report of the head, the likelier a
+  change came after it.
 - Grading: a claim of a value other than its episode's winner disagrees; a
   claim of the winner agrees when another source supports the winner too (a
   source's own vote never confirms it; a lone claim is not graded). Grades
@@ -206,19 +207,26 @@ def _stale_factor(ev: KeyEvidence, c: Claim, stale_half_life_days: float) -> flo
     return 1.0
 
 
+def _taper(seconds: float, days: float) -> float:
+    """1 at 0, falling linearly to 0 at ``days``: what a report of the head made
+    ``seconds`` before a challenge still says against it."""
+    return max(0.0, 1.0 - seconds / (max(days, 1e-9) * SECONDS_PER_DAY))
+
+
 @dataclass(frozen=True, slots=True)
 class Weighing:
     """How evidence is weighed (defaults tuned on the simulation's training seeds with
     ``benchmarks/truth_tune.py``, docs/truth.md gives the seeds and figures):
     ``half_life_days`` of support; ``stale_half_life_days``: how fast a report of a
     gone value regains weight; ``grace_days``: how long before a challenge a report
-    of the head still counts against it; ``reassert``: what a re-assertion of the
+    of the head still counts against it (linearly less the older it is, nothing at
+    ``grace_days``); ``reassert``: what a re-assertion of the
     head counts for (it may repeat what the source read)."""
 
     half_life_days: float = 30.0  # the policy's fact half-life (the shard passes it)
     # benchmarks/truth_tune.py (sweep --seeds 0-99, checked on 500-599); was 1.0 (seeds 0-4)
-    stale_half_life_days: float = 3.0
-    grace_days: float = 1.0  # sweep: 0.5 gains on all keys and loses on contested ones
+    stale_half_life_days: float = 1.0
+    grace_days: float = 2.5
     reassert: float = REASSERT
 
 
@@ -238,10 +246,12 @@ def support(ev: KeyEvidence, calibrate: Calibrate, weighing: Weighing, without: 
     scores: dict[str, float] = {}
     for c in latest.values():
         if c.value == ev.head:
-            if c.at < ev.since or (onset is not None and c.at < onset - weighing.grace_days * SECONDS_PER_DAY):
-                w = 0.0  # an old report of the head says nothing against a later change
+            if c.at < ev.since:
+                w = 0.0  # it describes the state before the head took over
             else:  # a re-assertion of the head may repeat what the source read: it counts less
                 w = 1.0 if c.at <= ev.since else weighing.reassert
+                if onset is not None and c.at < onset:  # the older, the likelier a change came since
+                    w *= _taper(onset - c.at, weighing.grace_days)
         else:
             w = _stale_factor(ev, c, stale_half_life_days)
         weight = w * log_odds(calibrate(c.source, c.confidence)) * decay(now - c.at, half_life_days)

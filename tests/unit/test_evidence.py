@@ -1,8 +1,10 @@
 """The evidence estimator and learned reliabilities (pure: no store, no Ray)."""
 
+import math
+
 import pytest
 
-from memorybus.bus.evidence import MAX_CLAIMS, Claim, KeyEvidence, Weighing, observe, support
+from memorybus.bus.evidence import MAX_CLAIMS, Claim, KeyEvidence, Weighing, decay, observe, support
 from memorybus.bus.reliability import PRIOR_STRENGTH, Reliabilities, merge
 from memorybus.salience import SECONDS_PER_DAY as DAY
 from memorybus.simulation.replay import oracle
@@ -34,18 +36,34 @@ def test_independent_sources_agreeing_add_up_one_source_repeating_does_not():
 
 def test_a_report_of_a_superseded_value_is_stale_not_new_evidence():
     # X, then a change to Y; right after, a source still reports X: stale, Y stays
-    ev, outs = run([Claim("a", "X", 0.9, T0), Claim("b", "Y", 0.7, T0 + 2 * DAY),
-                    Claim("c", "X", 0.95, T0 + 2 * DAY + 600)])
+    change = T0 + 4 * DAY
+    ev, outs = run([Claim("a", "X", 0.9, T0), Claim("b", "Y", 0.7, change), Claim("c", "X", 0.95, change + 600)])
     assert ev.head == "Y" and outs[-1].reason == "evidence: stale" and not outs[-1].new_wins
-    # a report of X dated long before the change (more than the grace) says nothing about now
-    late = observe(ev, Claim("d", "X", 0.99, T0 + DAY - 600), STATED)
+    # a report of X dated more than the grace before the change says nothing about now
+    late = observe(ev, Claim("d", "X", 0.99, change - Weighing().grace_days * DAY - 600), STATED)
     assert late.record.head == "Y" and not late.new_wins
     # one dated just before it is weighed at its time: a strong report of X then outweighs Y
-    close = observe(ev, Claim("d", "X", 0.99, T0 + 2 * DAY - 600), STATED)
+    close = observe(ev, Claim("d", "X", 0.99, change - 600), STATED)
     assert close.record.head == "X" and close.new_wins
     # days later X counts again: a change back is possible
-    back = observe(ev, Claim("e", "X", 0.9, T0 + 8 * DAY), STATED)
+    back = observe(ev, Claim("e", "X", 0.9, change + 6 * DAY), STATED)
     assert back.new_wins and back.record.head == "X"
+
+
+@pytest.mark.parametrize("days_before", [0.0, 0.5, 1.5, 2.4, 3.0])
+def test_a_report_of_the_head_counts_less_the_longer_before_the_challenge_it_was_made(days_before):
+    """The older a report of the head, the likelier a change came after it: against a
+    challenger it counts fully when made at the challenge, linearly less before, nothing
+    ``grace_days`` or more before."""
+    grace = Weighing().grace_days
+    challenge = T0 + 10 * DAY
+    ev = KeyEvidence("X", T0, (Claim("a", "X", 0.9, T0), Claim("b", "X", 0.9, challenge - days_before * DAY),
+                                Claim("c", "Y", 0.6, challenge)))
+    # a's claim made X the head 10 days before the challenge: past the grace, it counts nothing
+    x = support(ev, STATED, Weighing()).get("X", 0.0)
+    # b's claim is a re-assertion of the head (it counts `reassert`), tapered by its age
+    expected = Weighing().reassert * math.log(0.9 / 0.1) * max(0.0, 1 - days_before / grace)
+    assert x == pytest.approx(expected * decay(days_before * DAY, 30.0), abs=1e-6)
 
 
 def test_the_head_is_the_same_whichever_order_the_claims_arrive_in():
