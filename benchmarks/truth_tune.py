@@ -85,6 +85,7 @@ def diagnose(seeds: list[int], s: Setting) -> None:
     kinds: Counter[str] = Counter()
     per_seed = []
     flips: Counter[str] = Counter()
+    shapes: Counter[tuple[str, str]] = Counter()  # (lost | won, claims in time order and what was held)
     for seed in seeds:
         rep = s.replay()
         diag: dict[tuple[str, int], dict[str, Any]] = {}
@@ -99,6 +100,8 @@ def diagnose(seeds: list[int], s: Setting) -> None:
         for d in diag.values():
             if not d["contested"]:
                 continue
+            if bool(d["oracle"]) != bool(d["evidence"]):
+                shapes[("lost" if d["oracle"] else "won", _shape(d))] += 1
             if d["oracle"] and d["evidence"]:
                 kinds["both right"] += 1
                 continue
@@ -135,9 +138,22 @@ def diagnose(seeds: list[int], s: Setting) -> None:
     print("contested versions the same replay resolves differently with one mechanism changed:")
     for k, v in sorted(flips.items()):
         print(f"  {v:>5}  {k}")
+    print("where evidence and the oracle differ, by the version's claims in time order (T true, P the previous"
+          " value, W another; v0 the first version, vn a later one) and what evidence held:")
+    for side in ("lost", "won"):
+        rows = sorted(((n, sh) for (k, sh), n in shapes.items() if k == side), reverse=True)[:8]
+        print(f"  {side}: " + ", ".join(f"{sh} {n}" for n, sh in rows))
     per_seed.sort()
     print("hardest seeds (evidence/oracle contested):",
           ", ".join(f"{seed} {f:.2f} ({w}/{o})" for f, seed, w, o in per_seed[:10]))
+
+
+def _shape(d: dict[str, Any]) -> str:
+    def role(v: str | None) -> str:
+        return "-" if not v else "T" if v == d["truth"] else "P" if v == d["previous"] else "W"
+
+    claims = sorted(d["claims"], key=lambda c: c[5])
+    return f"v{'0' if d['version'] == 0 else 'n'} {' '.join(role(c[0]) for c in claims)} held {role(d['held'])}"
 
 
 #: one at a time around the defaults (``sweep``)

@@ -37,10 +37,9 @@ The model, in short:
 
 Guarantees: :func:`observe` never mutates its input record; the new head is the
 asserted value or the current head, except when a claim weighed again in time order
-makes a third value the best supported (rare: 2 of 3,866 assertions over ten
-simulated seeds), which the record then says and the shard does not follow (it keeps
-its head; the record follows the slot at the next assertion); records stay bounded
-(``MAX_CLAIMS`` claims, newest by time, ``MAX_GONE`` gone values).
+makes a third value the best supported (2 of 3,866 assertions in ten simulated seeds):
+the record says so, the shard keeps its head; records stay bounded (``MAX_CLAIMS``
+claims, newest by time, ``MAX_GONE`` gone values).
 """
 
 from __future__ import annotations
@@ -56,9 +55,7 @@ from memorybus.memory.codec import decode, encode
 from memorybus.salience import SECONDS_PER_DAY
 
 _KIND = "evidence"
-
-MAX_CLAIMS = 24
-MAX_GONE = 8
+MAX_CLAIMS, MAX_GONE = 24, 8
 #: a calibrated probability is kept inside [P_MIN, P_MAX] (no source is ever certain)
 P_MIN, P_MAX = 0.5, 0.99
 #: what a re-assertion of the current value (made after it took over) counts for against a
@@ -207,24 +204,17 @@ def _stale_factor(ev: KeyEvidence, c: Claim, stale_half_life_days: float) -> flo
     return 1.0
 
 
-def _taper(seconds: float, days: float) -> float:
-    """1 at 0, falling linearly to 0 at ``days``: what a report of the head made
-    ``seconds`` before a challenge still says against it."""
-    return max(0.0, 1.0 - seconds / (max(days, 1e-9) * SECONDS_PER_DAY))
-
-
 @dataclass(frozen=True, slots=True)
 class Weighing:
     """How evidence is weighed (defaults tuned on the simulation's training seeds with
     ``benchmarks/truth_tune.py``, docs/truth.md gives the seeds and figures):
     ``half_life_days`` of support; ``stale_half_life_days``: how fast a report of a
-    gone value regains weight; ``grace_days``: how long before a challenge a report
-    of the head still counts against it (linearly less the older it is, nothing at
-    ``grace_days``); ``reassert``: what a re-assertion of the
-    head counts for (it may repeat what the source read)."""
+    gone value regains weight; ``grace_days``: how long before a challenge a report of
+    the head still counts against it (linearly less the older it is); ``reassert``: what
+    a re-assertion of the head counts for (it may repeat what the source read)."""
 
     half_life_days: float = 30.0  # the policy's fact half-life (the shard passes it)
-    # benchmarks/truth_tune.py (sweep --seeds 0-99, checked on 500-599); was 1.0 (seeds 0-4)
+    # both: benchmarks/truth_tune.py tune --seeds 0-99,500-599 (chosen in all 4 folds)
     stale_half_life_days: float = 1.0
     grace_days: float = 2.5
     reassert: float = REASSERT
@@ -251,7 +241,7 @@ def support(ev: KeyEvidence, calibrate: Calibrate, weighing: Weighing, without: 
             else:  # a re-assertion of the head may repeat what the source read: it counts less
                 w = 1.0 if c.at <= ev.since else weighing.reassert
                 if onset is not None and c.at < onset:  # the older, the likelier a change came since
-                    w *= _taper(onset - c.at, weighing.grace_days)
+                    w *= max(0.0, 1.0 - (onset - c.at) / (max(weighing.grace_days, 1e-9) * SECONDS_PER_DAY))
         else:
             w = _stale_factor(ev, c, stale_half_life_days)
         weight = w * log_odds(calibrate(c.source, c.confidence)) * decay(now - c.at, half_life_days)
