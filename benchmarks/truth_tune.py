@@ -188,7 +188,8 @@ def sweep(seeds: list[int]) -> None:
 
 def tune(seeds: list[int], folds: int) -> None:
     settings = [Setting(*combo) for combo in itertools.product(*GRID.values())]
-    settings += [x for x in (Setting(),) if x not in settings]  # scored beside the grid
+    if Setting() not in settings:  # the defaults are scored beside the grid
+        settings.append(Setting())
     parts = [seeds[i::folds] for i in range(folds)]
     table = {s: [score(p, s) for p in parts] for s in settings}
 
