@@ -113,52 +113,13 @@ def percentiles_ms(seconds: list[float]) -> dict[str, float]:
 
 # ------------------------------------------------------------------ texts
 
-PEOPLE = (
-    "Caroline", "Melanie", "Jon", "Gina", "Priya", "Mateo", "Aisha", "Tomasz", "Yuki", "Dev",
-    "Sofia", "Liam", "Noor", "Hannah", "Kwame", "Elena", "Raj", "Chloe", "Omar", "Ingrid",
-)  # fmt: skip
-RELATIONS = (
-    "my sister", "my best friend", "my mom", "my coworker", "my neighbor", "my partner",
-    "my cousin", "an old college friend", "my therapist", "the kids", "my dad", "my roommate",
-)  # fmt: skip
-PLACES = (
-    "the farmers market", "a tiny cafe downtown", "the climbing gym", "the beach in Santa Cruz",
-    "the public library", "a pottery studio", "the community center", "Lisbon", "the mountains",
-    "a jazz bar", "the animal shelter", "my grandmother's house", "the art museum", "a bookstore",
-    "the lake cabin", "the dance studio", "a food truck festival", "the hospital", "Kyoto", "the park",
-)  # fmt: skip
-ACTIVITIES = (
-    "went to a LGBTQ support group", "started learning the violin", "ran my first half marathon",
-    "painted a sunset over the lake", "adopted a rescue dog named Biscuit", "tried making sourdough",
-    "volunteered at a fundraiser", "signed up for a photography class", "went camping with the kids",
-    "finished reading a novel about grief", "got promoted to team lead", "fixed my old bike",
-    "planted tomatoes and basil", "joined a book club", "interviewed for a nursing job",
-    "took a pottery workshop", "cooked a huge Thanksgiving dinner", "went to a counseling session",
-    "played chess in the park", "learned to surf", "visited a poetry reading",
-    "started a small Etsy shop", "organized a charity bake sale", "hiked to a waterfall",
-)  # fmt: skip
-WHENS = (
-    "yesterday", "last weekend", "this morning", "two weeks ago", "on Friday night", "last month",
-    "over the holidays", "a few days ago", "on my birthday", "after work today",
-)  # fmt: skip
-FEELINGS = (
-    "and it was so powerful", "and I felt really proud of myself", "and honestly it was exhausting",
-    "and it made me think about my future", "and I can't stop smiling about it",
-    "and it reminded me why I love this", "but I was nervous the whole time",
-    "and it helped me relax a lot", "and we laughed until midnight", "and I want to do it again soon",
-    "though it was harder than I expected", "and it felt like a fresh start",
-)  # fmt: skip
-PREFERENCES = (
-    "prefers oat milk in coffee", "is allergic to peanuts", "loves horror movies",
-    "wants to move closer to the ocean", "hates flying", "is saving for a trip to Japan",
-    "plays guitar on weekends", "is vegetarian", "works night shifts at the hospital",
-    "is training for a triathlon", "collects vintage records", "is studying psychology",
-)  # fmt: skip
-MONTHS = (
-    "January", "February", "March", "April", "May", "June",
-    "July", "August", "September", "October", "November", "December",
-)  # fmt: skip
-SAYS = ("said", "mentioned", "told Jon", "shared", "wrote", "explained")
+# The synthetic corpus's words (benchmarks/corpus_words.json): people, relations, places,
+# activities, times, feelings, preferences, months and verbs of saying.
+_WORDS = json.loads((Path(__file__).with_name("corpus_words.json")).read_text(encoding="utf-8"))
+PEOPLE, RELATIONS, PLACES, ACTIVITIES, WHENS, FEELINGS, PREFERENCES, MONTHS, SAYS = (
+    tuple(_WORDS[name]) for name in ("people", "relations", "places", "activities", "whens", "feelings",
+                                     "preferences", "months", "says")
+)
 
 
 def _stamp(rng: random.Random) -> str:

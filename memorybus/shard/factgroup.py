@@ -76,17 +76,10 @@ class FactGroups:
         with self._groups.cond:
             return self._groups.leading, [w.item.node.id for w in self._groups.queue]
 
-    def assert_fact(
-        self,
-        context: Context,
-        node: MemoryNode,
-        vector: np.ndarray | None = None,
-        strategy: Strategy | str | None = None,
-        *,
-        op: str | None = None,
-    ) -> FactResult:
-        """:meth:`~memorybus.shard.facts.Facts.assert_fact`, group-committed with the
-        calls queued beside it. Call it holding no lock of the shard's gate."""
+    def assert_fact(self, context: Context, node: MemoryNode, vector: np.ndarray | None = None,
+                    strategy: Strategy | str | None = None, *, op: str | None = None) -> FactResult:
+        """:meth:`~memorybus.shard.facts.Facts.assert_fact` (same arguments), group-committed
+        with the calls queued beside it. Call it holding no lock of the shard's gate."""
         check_op(op)
         with self.core.gate.read():
             context = self.core.check_context(context)

@@ -5,20 +5,11 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from memorybus import (
-    Context,
-    InvalidMemory,
-    InvalidRequest,
-    ManualClock,
-    MemoryKind,
-    MemoryNode,
-    MemoryNotFound,
-    MemoryStatus,
-    Scope,
-    ScopeViolation,
-    VersionConflict,
-)
+from memorybus.clock import ManualClock
+from memorybus.errors import InvalidMemory, InvalidRequest, MemoryNotFound, ScopeViolation, VersionConflict
+from memorybus.memory.model import MemoryKind, MemoryNode, MemoryStatus
 from memorybus.retrieval import RecallOptions
+from memorybus.scopes import Context, Scope
 from memorybus.shard import Shard
 from memorybus.storage.sqlite import SqliteStore
 from memorybus.storage.vectors import EdgeVectorIndex
