@@ -1,8 +1,16 @@
 #!/usr/bin/env bash
 # Install everything the tests need, lint, type-check, and run the whole suite.
-# Usage: ./scripts/test.sh [pytest args]
+# Usage: ./scripts/test.sh [--quick] [pytest args]
+#   --quick: leave out the tests marked slow (faults injected, clusters, whole simulations,
+#            scripts with a Ray of their own): for the edit-test loop; CI runs everything
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+QUICK=()
+if [ "${1:-}" = "--quick" ]; then
+  shift
+  QUICK=(-m "not slow")
+fi
 
 if ! command -v redis-server >/dev/null 2>&1; then
   echo "== installing redis-server (apt)"
@@ -34,16 +42,17 @@ python -m tests.integration.crewai_venv || echo "   not built: tests/integration
 
 echo "== pytest"
 export HF_HUB_OFFLINE=1
-# Two workers (pytest-xdist, one test file at a time each): about 18 minutes on 2 cores
-# instead of 24 serially (docs/testing.md). A test that fails beside the other worker's
+# Three workers (pytest-xdist, one test file at a time each) on 2 cores: much of a test's
+# time is spent waiting (for an actor's restart, a server, a timeout), so a third worker
+# fills it (docs/testing.md has the figures). A test that fails beside the other workers'
 # load runs again alone, and must pass there; the log shows both runs.
 # MEMORYBUS_TEST_WORKERS=0 runs the suite in one process.
-WORKERS="${MEMORYBUS_TEST_WORKERS:-2}"
+WORKERS="${MEMORYBUS_TEST_WORKERS:-3}"
 if [ "$WORKERS" -le 1 ]; then
-  exec python -m pytest "$@"
+  exec python -m pytest ${QUICK[@]+"${QUICK[@]}"} "$@"
 fi
-if python -m pytest -n "$WORKERS" --dist loadfile "$@"; then
+if python -m pytest -n "$WORKERS" --dist loadfile ${QUICK[@]+"${QUICK[@]}"} "$@"; then
   exit 0
 fi
 echo "== pytest: running the tests that failed under $WORKERS workers again, in one process"
-python -m pytest --last-failed --last-failed-no-failures none "$@"
+python -m pytest --last-failed --last-failed-no-failures none ${QUICK[@]+"${QUICK[@]}"} "$@"

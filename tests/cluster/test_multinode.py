@@ -14,7 +14,7 @@ import pytest
 
 from tests.cluster.local_cluster import local_cluster
 
-pytestmark = [pytest.mark.cluster, pytest.mark.redis, pytest.mark.model, pytest.mark.timeout(600)]
+pytestmark = [pytest.mark.slow, pytest.mark.cluster, pytest.mark.redis, pytest.mark.model, pytest.mark.timeout(600)]
 
 os.environ.setdefault("RAY_AUTH_MODE", "disabled")
 

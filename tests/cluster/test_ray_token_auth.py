@@ -28,7 +28,7 @@ from tests.conftest import free_port
 from tests.unit.test_cluster_security import TLS_DIR, TLS_ENV, TOKEN, env_of
 from tests.unit.test_cluster_yaml import CLUSTER_YAML, load_raw, prepared, ray_head_start
 
-pytestmark = [pytest.mark.cluster, pytest.mark.timeout(150)]
+pytestmark = [pytest.mark.slow, pytest.mark.cluster, pytest.mark.timeout(150)]
 
 DRIVER = """
 import sys, ray

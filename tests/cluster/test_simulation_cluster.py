@@ -11,7 +11,7 @@ import pytest
 
 from tests.cluster.local_cluster import local_cluster
 
-pytestmark = [pytest.mark.cluster, pytest.mark.redis, pytest.mark.model, pytest.mark.timeout(420)]
+pytestmark = [pytest.mark.slow, pytest.mark.cluster, pytest.mark.redis, pytest.mark.model, pytest.mark.timeout(420)]
 
 os.environ.setdefault("RAY_AUTH_MODE", "disabled")
 

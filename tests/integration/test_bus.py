@@ -178,6 +178,7 @@ def _subscribed_listener(bus, ctx, prefix):
     return listener, name
 
 
+@pytest.mark.slow
 def test_subscriber_restarted_gets_every_missed_event_once_in_order(bus):
     o = org()
     ctx = Context(o, "u1", "listener")

@@ -19,6 +19,7 @@ def ray_one_cpu():
     ray.shutdown()
 
 
+@pytest.mark.slow
 def test_one_cpu_fails_fast_then_a_smaller_embedder_fits(ray_one_cpu, tmp_path):
     import memorybus as mb
 

@@ -92,6 +92,7 @@ def wait_for_new_server(client: redis.Redis, old: int) -> int:
     raise AssertionError("the supervisor did not restart redis-server")
 
 
+@pytest.mark.slow
 def test_head_redis_is_durable_private_supervised_and_restorable(head):
     client, run, tmp_path, url, _ = head
     config = {k: client.config_get(k)[k] for k in ("appendonly", "appendfsync", "maxmemory-policy", "bind", "dir")}
@@ -155,6 +156,7 @@ def _group_alive(pgid: int) -> bool:
     return True
 
 
+@pytest.mark.slow
 def test_head_redis_admits_only_its_acl_users_and_takes_a_rotated_password(head):
     client, run, _tmp_path, url, password = head
     port = client.connection_pool.connection_kwargs["port"]

@@ -13,7 +13,7 @@ import pytest
 
 from tests.integration import crewai_venv
 
-pytestmark = [pytest.mark.ray, pytest.mark.model, pytest.mark.timeout(1500)]
+pytestmark = [pytest.mark.slow, pytest.mark.ray, pytest.mark.model, pytest.mark.timeout(1500)]
 
 
 @pytest.fixture(scope="module")

@@ -21,6 +21,7 @@ def _run(args, tmp, timeout=240):
     )
 
 
+@pytest.mark.slow
 def test_demo_runs_and_agents_recall_shared_memories(tmp_path):
     tmp = tmp_path / "t"
     tmp.mkdir()

@@ -20,7 +20,7 @@ PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 #: the reason a python block is not run here: ``... tests/x.py runs it ...``
 RUN_ELSEWHERE = re.compile(r"(tests/[\w/]+\.py) runs it")
 
-pytestmark = [pytest.mark.ray, pytest.mark.model, pytest.mark.timeout(1200)]
+pytestmark = [pytest.mark.slow, pytest.mark.ray, pytest.mark.model, pytest.mark.timeout(1200)]
 
 
 @pytest.fixture(scope="module")

@@ -15,6 +15,7 @@ from tests.conftest import backend_config
 pytestmark = [pytest.mark.ray, pytest.mark.redis, pytest.mark.model, pytest.mark.timeout(300)]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("backend", ["embedded", "redis"])
 def test_killed_shard_recovers_every_acknowledged_write(ray_local, tmp_path, redis_server, backend):
     ns = f"dur_{backend}_{uuid.uuid4().hex[:6]}"
@@ -48,6 +49,7 @@ def test_killed_shard_recovers_every_acknowledged_write(ray_local, tmp_path, red
         bus.shutdown()
 
 
+@pytest.mark.slow
 def test_write_in_flight_during_kill_is_applied_exactly_once(ray_local, tmp_path):
     cfg = Config.embedded(tmp_path / "data", num_shards=1, namespace=f"dur_once_{uuid.uuid4().hex[:6]}")
     bus = mb.connect(cfg)

@@ -30,6 +30,7 @@ def alive(config: Config) -> bool:
     return True
 
 
+@pytest.mark.slow
 def test_buses_naming_a_pool_share_its_replica_and_it_outlives_each_of_them(ray_local, tmp_path, monkeypatch):
     monkeypatch.delenv("MEMORYBUS_EMBEDDER_POOL", raising=False)
     pool = f"p{uuid.uuid4().hex[:6]}"
@@ -76,6 +77,7 @@ def test_the_environment_names_the_pool_of_a_config_that_names_none(ray_local, t
     assert actors.stop_embedder_pool(config) == 1
 
 
+@pytest.mark.slow
 def test_without_a_pool_the_bus_embedder_is_its_own_and_stops_with_it(ray_local, tmp_path, monkeypatch):
     monkeypatch.delenv("MEMORYBUS_EMBEDDER_POOL", raising=False)
     with mb.connect(Config.embedded(tmp_path / "own", namespace="own_embedder", **SMALL)) as bus:

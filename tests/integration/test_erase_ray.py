@@ -20,7 +20,7 @@ from memorybus.storage.sqlite import SqliteStore
 from tests.actor_restart import restart_actor
 from tests.unit.test_erase import hits_in_files
 
-pytestmark = [pytest.mark.ray, pytest.mark.model, pytest.mark.timeout(300)]
+pytestmark = [pytest.mark.slow, pytest.mark.ray, pytest.mark.model, pytest.mark.timeout(300)]
 
 ALICE = Context("acme", "alice", "planner", "s1")
 BOB = Context("acme", "bob", "helper", "s2")

@@ -120,6 +120,7 @@ def test_an_operation_id_answers_only_its_own_caller(shard, embedder):
     assert b.id != n.id and b.content == "bob note"
 
 
+@pytest.mark.slow
 @pytest.mark.ray
 @pytest.mark.timeout(300)
 @pytest.mark.parametrize("backend", ["embedded", "redis"])

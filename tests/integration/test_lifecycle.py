@@ -140,6 +140,7 @@ def test_after_ray_shutdown_calls_raise_bus_closed_and_never_start_ray(ray_local
     bus.close()  # still fine: nothing to release
 
 
+@pytest.mark.slow
 def test_a_script_that_ends_while_the_query_model_loads_exits_cleanly(tmp_path):
     """A script that connects, recalls once and ends while its query model is still loading
     behind connect waits for the load and exits 0 without a traceback (a daemon thread

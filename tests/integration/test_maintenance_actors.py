@@ -42,6 +42,7 @@ def test_decay_actor_sweeps_every_shard(bus):
     assert bus.maintenance_status()["decay"]["totals"]["archived"] >= 12
 
 
+@pytest.mark.slow
 def test_consolidation_actor_killed_mid_run_then_rerun_yields_one(bus):
     o = f"org{uuid.uuid4().hex[:6]}"
     ctx = Context(o, "u1", "ops")

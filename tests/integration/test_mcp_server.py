@@ -60,6 +60,7 @@ def payload(result):
     return result.structured_content or json.loads(result.content[0].text)
 
 
+@pytest.mark.slow
 def test_stdio_session_lists_tools_remembers_recalls_and_refuses_nothing_it_should_not(tmp_path):
     params = StdioServerParameters(
         command=sys.executable,

@@ -162,6 +162,7 @@ def test_the_cli_refuses_half_a_tls_setup_before_starting_anything(pki, tmp_path
     assert not (tmp_path / "data").exists()  # no bus was started
 
 
+@pytest.mark.slow
 @pytest.mark.ray
 @pytest.mark.model
 @pytest.mark.timeout(400)

@@ -21,7 +21,7 @@ from memorybus.actors import fleet
 from tests.conftest import free_port
 from tests.unit.test_monitoring_rules import ROOT, exported_names
 
-pytestmark = [pytest.mark.ray, pytest.mark.model, pytest.mark.timeout(300)]
+pytestmark = [pytest.mark.slow, pytest.mark.ray, pytest.mark.model, pytest.mark.timeout(300)]
 
 PORT = free_port()
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = [pytest.mark.ray, pytest.mark.timeout(180)]
+pytestmark = [pytest.mark.slow, pytest.mark.ray, pytest.mark.timeout(180)]
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = """
 import logging, os, sys, ray

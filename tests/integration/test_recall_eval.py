@@ -7,7 +7,7 @@ import pytest
 from memorybus.cli import main
 from tests.unit.test_retrieval_eval import locomo_sample
 
-pytestmark = [pytest.mark.ray, pytest.mark.model, pytest.mark.timeout(600)]
+pytestmark = [pytest.mark.slow, pytest.mark.ray, pytest.mark.model, pytest.mark.timeout(600)]
 
 
 def test_eval_locomo_cli_reports_both_modes_both_search_paths_and_the_baselines(tmp_path, capsys):

@@ -23,7 +23,7 @@ import memorybus as mb
 from memorybus import Config, Context
 from tests.sentinel_set import SentinelSet
 
-pytestmark = [pytest.mark.ray, pytest.mark.redis, pytest.mark.model, pytest.mark.timeout(300)]
+pytestmark = [pytest.mark.slow, pytest.mark.ray, pytest.mark.redis, pytest.mark.model, pytest.mark.timeout(300)]
 WRITERS = 3
 NAMES = ("Ada", "Bruno", "Chen", "Dara", "Emeka", "Farah", "Goran", "Hana", "Ivo", "Jun", "Kofi", "Lena")
 TOPICS = ("billing", "search", "payroll", "onboarding", "alerts", "backups", "mobile", "pricing", "audit")

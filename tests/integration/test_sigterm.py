@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = [pytest.mark.ray, pytest.mark.model, pytest.mark.timeout(300)]
+pytestmark = [pytest.mark.slow, pytest.mark.ray, pytest.mark.model, pytest.mark.timeout(300)]
 
 ROOT = Path(__file__).resolve().parents[2]
 

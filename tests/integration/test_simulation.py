@@ -21,7 +21,7 @@ from memorybus.simulation.runner import simulate
 from memorybus.simulation.settings import SimConfig
 from memorybus.storage.redis_client import open_redis
 
-pytestmark = [pytest.mark.ray, pytest.mark.model, pytest.mark.timeout(420)]
+pytestmark = [pytest.mark.slow, pytest.mark.ray, pytest.mark.model, pytest.mark.timeout(420)]
 
 
 def _assert_integrity(result):

@@ -40,6 +40,7 @@ def listed(bus, ctx):
             if not n.key}
 
 
+@pytest.mark.slow
 def test_deleted_or_truncated_store_is_refused_until_restored(ray_local, tmp_path, redis_server):
     cfg = config("embedded", tmp_path, redis_server, 2)
     bus = mb.connect(cfg)
@@ -61,6 +62,7 @@ def test_deleted_or_truncated_store_is_refused_until_restored(ray_local, tmp_pat
         bus.shutdown()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("backend", "steps"), [("embedded", (1, 3)), ("redis", (3,))])
 def test_changed_shard_count_is_refused_unless_migrated(ray_local, tmp_path, redis_server, backend, steps):
     from memorybus.storage.reshard import recorded_num_shards
@@ -90,6 +92,7 @@ def test_changed_shard_count_is_refused_unless_migrated(ray_local, tmp_path, red
         bus.shutdown()
 
 
+@pytest.mark.slow
 def test_a_bus_runs_on_the_model_its_config_names_and_its_data_refuses_another(ray_local, tmp_path,
                                                                                 projected_model_path):
     """Another sentence-transformers model (48 dimensions, read from its files) stores and

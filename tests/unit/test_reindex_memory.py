@@ -7,6 +7,7 @@ import gc
 import tracemalloc
 
 import numpy as np
+import pytest
 
 from memorybus import Context, ManualClock, MemoryNode
 from memorybus.shard import Shard
@@ -22,6 +23,7 @@ def unit(rng: np.random.Generator) -> np.ndarray:
     return v / np.linalg.norm(v)
 
 
+@pytest.mark.slow
 def test_updating_one_memory_3000_times_does_not_grow_the_shard(tmp_path):
     rng = np.random.default_rng(0)
     shard = Shard("shard-0", SqliteStore(tmp_path / "r.sqlite"), EdgeVectorIndex(tmp_path / "v", DIM), dim=DIM,
