@@ -47,7 +47,7 @@ export HF_HUB_OFFLINE=1
 # fills it (docs/testing.md has the figures). A test that fails beside the other workers'
 # load runs again alone, and must pass there; the log shows both runs.
 # MEMORYBUS_TEST_WORKERS=0 runs the suite in one process.
-WORKERS="${MEMORYBUS_TEST_WORKERS:-3}"
+WORKERS="${MEMORYBUS_TEST_WORKERS:-2}"
 if [ "$WORKERS" -le 1 ]; then
   exec python -m pytest ${QUICK[@]+"${QUICK[@]}"} "$@"
 fi
