@@ -42,10 +42,10 @@ python -m tests.integration.crewai_venv || echo "   not built: tests/integration
 
 echo "== pytest"
 export HF_HUB_OFFLINE=1
-# Three workers (pytest-xdist, one test file at a time each) on 2 cores: much of a test's
-# time is spent waiting (for an actor's restart, a server, a timeout), so a third worker
-# fills it (docs/testing.md has the figures). A test that fails beside the other workers'
-# load runs again alone, and must pass there; the log shows both runs.
+# Two workers (pytest-xdist, one test file at a time each): about 18 minutes on 2 cores
+# instead of 24 serially; a third gains nothing, the machine is busy (docs/testing.md). A
+# test that fails beside the other worker's load runs again alone, and must pass there;
+# the log shows both runs.
 # MEMORYBUS_TEST_WORKERS=0 runs the suite in one process.
 WORKERS="${MEMORYBUS_TEST_WORKERS:-2}"
 if [ "$WORKERS" -le 1 ]; then
