@@ -51,10 +51,7 @@ WORKERS="${MEMORYBUS_TEST_WORKERS:-2}"
 if [ "$WORKERS" -le 1 ]; then
   exec python -m pytest ${QUICK[@]+"${QUICK[@]}"} "$@"
 fi
-# --no-loadscope-reorder: the files in the order tests/shared_ray.py gives them (the slow
-# ones first), not xdist's default of the files with the most tests first, which left the
-# long one-test files to the end, one worker running them while the other idled
-if python -m pytest -n "$WORKERS" --dist loadfile --no-loadscope-reorder ${QUICK[@]+"${QUICK[@]}"} "$@"; then
+if python -m pytest -n "$WORKERS" --dist loadfile ${QUICK[@]+"${QUICK[@]}"} "$@"; then
   exit 0
 fi
 echo "== pytest: running the tests that failed under $WORKERS workers again, in one process"

@@ -80,26 +80,15 @@ def end_module() -> None:
 
 
 def order_items(items: list[Any]) -> None:
-    """Run the modules whose every test is marked ``slow`` first (the longest files: with
-    parallel workers taking a file at a time, a long file started last leaves the other
-    workers idle at the end), those on the shared Ray last among them, then the other
-    modules that use ``ray_local``, then the rest (each module keeps its own order)."""
+    """Run the modules that use ``ray_local`` first, together (each keeps its own order)."""
 
     def on_shared(item: Any) -> bool:
         return "ray_local" in getattr(item, "fixturenames", ())
 
     shared = {item.path for item in items if on_shared(item)}
-    quick = {item.path for item in items if item.get_closest_marker("slow") is None}
-    slow = {item.path for item in items} - quick
     _modules.clear()
     _modules.update(shared)
-
-    def rank(item: Any) -> int:  # the slow ones on the shared Ray last of the slow, beside the others on it
-        if item.path in slow:
-            return 1 if item.path in shared else 0
-        return 2 if item.path in shared else 3
-
-    items.sort(key=rank)  # stable: each module's tests keep their order
+    items[:] = [i for i in items if i.path in shared] + [i for i in items if i.path not in shared]
 
 
 def before_test(item: Any) -> None:
