@@ -43,7 +43,7 @@ python -m tests.integration.crewai_venv || echo "   not built: tests/integration
 echo "== pytest"
 export HF_HUB_OFFLINE=1
 # Two workers (pytest-xdist, one test file at a time each): about 18 minutes on 2 cores
-# instead of 24 serially; a third gains nothing, the machine is busy (docs/testing.md). A
+# instead of 24 serially; a third gains little, the machine is busy (docs/testing.md). A
 # test that fails beside the other worker's load runs again alone, and must pass there;
 # the log shows both runs.
 # MEMORYBUS_TEST_WORKERS=0 runs the suite in one process.

@@ -28,9 +28,9 @@ os.environ.setdefault("RAY_TMPDIR", _RAY_TMP)
 os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
 os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
 os.environ.setdefault("RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S", "0")
-# no idle Python workers started ahead of need: a test starts a Ray for a few actors of
-# its own, and the workers Ray starts in advance for tasks cost a core-second each here
-# (docs/testing.md: 219 -> 191 s and 290 -> 249 s of CPU over five integration modules)
+# no idle Python workers started ahead of need: a test's Ray serves a few actors, which get
+# workers as they are created, and each worker started in advance costs CPU on 2 cores
+# (docs/testing.md: 219 -> 191 s wall and 290 -> 249 s of CPU over five integration modules)
 os.environ.setdefault("RAY_enable_worker_prestart", "0")
 os.environ.setdefault("RAY_prestart_worker_first_driver", "0")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
