@@ -13,10 +13,21 @@ bus the suite starts on this Ray instead of one per ``connect``.
 
 from __future__ import annotations
 
+import os
 import time
 from typing import Any
 
 _state = {"up": False}
+#: MEMORYBUS_TEST_RAY_LOG=<file>: one line per start and stop of the shared Ray, with the
+#: module and the reason (to find the modules that cost the suite a fresh Ray)
+_LOG = os.environ.get("MEMORYBUS_TEST_RAY_LOG")
+
+
+def _log(event: str, detail: str = "") -> None:
+    if _LOG:
+        with open(_LOG, "a") as f:
+            f.write(f"{time.time():.1f} {os.environ.get('PYTEST_XDIST_WORKER', 'main')} {event} "
+                    f"{os.environ.get('PYTEST_CURRENT_TEST', '').split('::')[0]} {detail}\n")
 _modules: set[Any] = set()  # paths of the modules that use ray_local (order_items)
 
 
@@ -31,14 +42,16 @@ def start() -> None:
     # address="local": a new instance even when RAY_ADDRESS is set (a cluster test left it)
     ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
     _state["up"] = True
+    _log("start")
 
 
-def stop() -> None:
+def stop(reason: str = "") -> None:
     """Stop the shared Ray if it runs."""
     if not _state["up"]:
         return
     import ray
 
+    _log("stop", reason)
     _state["up"] = False
     ray.shutdown()
 
@@ -71,12 +84,12 @@ def end_module() -> None:
     if not _state["up"]:
         return
     if not ray.is_initialized():
-        stop()
+        stop("a test stopped Ray")
         return
     alive = alive_actors()
     pools = {name.rsplit(":", 1)[0] for name in alive if is_pool_replica(name)}
     if len(pools) > 1 or any(not is_pool_replica(name) for name in alive):
-        stop()
+        stop(f"left alive: {sorted(alive)[:6]}")
 
 
 def order_items(items: list[Any]) -> None:
@@ -94,4 +107,4 @@ def order_items(items: list[Any]) -> None:
 def before_test(item: Any) -> None:
     """A test of a module that does not use ``ray_local`` starts with no shared Ray running."""
     if _state["up"] and item.path not in _modules:
-        stop()
+        stop(f"next module is not on it: {item.path.name}")

@@ -132,14 +132,19 @@ class _Texts:
 
 
 class Together:
-    """Concurrent calls' embeddings asked for in one request: while one request is out,
-    the texts of the calls that come meanwhile queue, and the next request takes them
-    all (one Ray call to the embedder for the lot, each call getting its own rows). A
+    """Concurrent calls' embeddings asked for together: while ``REQUESTS_OUT`` requests
+    are out, the texts of the calls that come meanwhile queue, and the next request takes
+    them all (one Ray call to the embedder for the lot, each call getting its own rows). A
     failed request fails the calls it carried (the texts are checked before)."""
+
+    #: requests out at once: with one, a call that came just after a request went out
+    #: waited for its answer before asking (a whole embedding round trip added to its
+    #: latency); the embedder merges concurrent requests into one model batch anyway
+    REQUESTS_OUT = 4
 
     def __init__(self, encode: Callable[[list[str]], np.ndarray]) -> None:
         self._encode = encode
-        self._groups: Grouped[_Texts] = Grouped(self._one_request)
+        self._groups: Grouped[_Texts] = Grouped(self._one_request, max_running=self.REQUESTS_OUT)
 
     def encode(self, texts: list[str]) -> np.ndarray:
         me = _Texts(texts)
