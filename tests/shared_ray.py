@@ -14,7 +14,9 @@ bus the suite starts on this Ray instead of one per ``connect``.
 from __future__ import annotations
 
 import os
+import re
 import time
+from pathlib import Path
 from typing import Any
 
 _state = {"up": False}
@@ -29,6 +31,9 @@ def _log(event: str, detail: str = "") -> None:
             f.write(f"{time.time():.1f} {os.environ.get('PYTEST_XDIST_WORKER', 'main')} {event} "
                     f"{os.environ.get('PYTEST_CURRENT_TEST', '').split('::')[0]} {detail}\n")
 _modules: set[Any] = set()  # paths of the modules that use ray_local (order_items)
+_ray_free: set[Any] = set()  # paths of the modules that never start nor join a Ray (order_items)
+#: a module whose text has none of these may still start a Ray (a subprocess, a Ray of its own)
+_MAY_START_RAY = re.compile(r"\bray\b|subprocess|Popen|memorybus\.cli|multiprocessing|os\.system|pexpect")
 
 
 def start() -> None:
@@ -101,10 +106,27 @@ def order_items(items: list[Any]) -> None:
     shared = {item.path for item in items if on_shared(item)}
     _modules.clear()
     _modules.update(shared)
+    _ray_free.clear()
+    _ray_free.update(path for path in {item.path for item in items} - shared if ray_free(path, items))
     items[:] = [i for i in items if i.path in shared] + [i for i in items if i.path not in shared]
 
 
+def ray_free(path: Path, items: list[Any]) -> bool:
+    """Does the module at ``path`` neither start nor join a Ray? None of its tests carries the
+    ``ray`` or ``cluster`` marker, and its text names no Ray, subprocess or command line (so
+    a module that might start a Ray some other way is never taken for one that does not)."""
+    if any(item.path == path and ({"ray", "cluster"} & {m.name for m in item.iter_markers()}) for item in items):
+        return False
+    try:
+        return not _MAY_START_RAY.search(Path(path).read_text())
+    except OSError:
+        return False
+
+
 def before_test(item: Any) -> None:
-    """A test of a module that does not use ``ray_local`` starts with no shared Ray running."""
-    if _state["up"] and item.path not in _modules:
+    """A test of a module that does not use ``ray_local`` starts with no shared Ray running,
+    unless the module never starts nor joins a Ray (:func:`ray_free`): then the shared Ray
+    stays up for the next module that uses it (xdist hands a worker its files in its own
+    order, so modules on the shared Ray are not always next to each other)."""
+    if _state["up"] and item.path not in _modules and item.path not in _ray_free:
         stop(f"next module is not on it: {item.path.name}")

@@ -32,7 +32,9 @@ class Probe:
 
 @pytest.fixture(scope="module")
 def probe(ray_local):
-    return Probe.options(name="errs:shard-7", namespace="errs").remote()
+    actor = Probe.options(name="errs:shard-7", namespace="errs").remote()
+    yield actor
+    ray.kill(actor, no_restart=True)  # nothing left alive: the next module keeps the shared Ray
 
 
 def test_the_actors_own_error_comes_back_as_raised(probe):

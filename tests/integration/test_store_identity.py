@@ -2,6 +2,7 @@
 SQLite file, or a changed shard count, is refused; ``migrate=True`` moves the scopes
 to their new shards. Real SQLite files, a real Redis server, real Ray actors."""
 
+import os
 import uuid
 
 import pytest
@@ -109,3 +110,8 @@ def test_a_bus_runs_on_the_model_its_config_names_and_its_data_refuses_another(r
     assert projected_model_path in str(err.value) and "all-MiniLM-L6-v2" in str(err.value)
     with mb.connect(cfg) as bus:  # its own model still opens it, the memories there
         assert len(bus.list_memories(ctx, limit=10).memories) == 2
+    # the tests' pool of this other model is the module's to stop (only MiniLM's may outlive
+    # a module on the shared Ray, see tests/shared_ray.py)
+    from memorybus import actors
+
+    assert actors.stop_embedder_pool(cfg.with_(embedder_pool=os.environ["MEMORYBUS_EMBEDDER_POOL"])) == 1
