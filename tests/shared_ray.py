@@ -32,8 +32,10 @@ def _log(event: str, detail: str = "") -> None:
                     f"{os.environ.get('PYTEST_CURRENT_TEST', '').split('::')[0]} {detail}\n")
 _modules: set[Any] = set()  # paths of the modules that use ray_local (order_items)
 _ray_free: set[Any] = set()  # paths of the modules that never start nor join a Ray (order_items)
-#: a module whose text has none of these may still start a Ray (a subprocess, a Ray of its own)
-_MAY_START_RAY = re.compile(r"\bray\b|subprocess|Popen|memorybus\.cli|multiprocessing|os\.system|pexpect")
+#: what in a module's text may start or join a Ray (in process, or in a subprocess or command it runs):
+#: a module with none of these never does (importing Ray's exceptions or pickler starts nothing)
+_MAY_START_RAY = re.compile(r"ray\.init|cluster_utils|Cluster\(|\bray start\b|subprocess|Popen|memorybus\.cli|"
+                            r"multiprocessing|os\.system|pexpect|\b(mb|memorybus)\.connect\(")
 
 
 def start() -> None:
@@ -113,8 +115,9 @@ def order_items(items: list[Any]) -> None:
 
 def ray_free(path: Path, items: list[Any]) -> bool:
     """Does the module at ``path`` neither start nor join a Ray? None of its tests carries the
-    ``ray`` or ``cluster`` marker, and its text names no Ray, subprocess or command line (so
-    a module that might start a Ray some other way is never taken for one that does not)."""
+    ``ray`` or ``cluster`` marker, and its text has no ``ray.init``, cluster, subprocess,
+    command line or ``mb.connect(`` (so a module that might start a Ray some other way is never
+    taken for one that does not)."""
     if any(item.path == path and ({"ray", "cluster"} & {m.name for m in item.iter_markers()}) for item in items):
         return False
     try:
