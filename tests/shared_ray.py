@@ -20,6 +20,12 @@ from pathlib import Path
 from typing import Any
 
 _state = {"up": False}
+_modules: set[Any] = set()  # paths of the modules that use ray_local (order_items)
+_ray_free: set[Any] = set()  # paths of the modules that never start nor join a Ray (order_items)
+#: what in a module's text may start or join a Ray (in process, or in a subprocess or command it runs):
+#: a module with none of these never does (importing Ray's exceptions or pickler starts nothing)
+_MAY_START_RAY = re.compile(r"ray\.init|cluster_utils|Cluster\(|\bray start\b|subprocess|Popen|memorybus\.cli|"
+                            r"multiprocessing|os\.system|pexpect|\b(mb|memorybus)\.connect\(")
 #: MEMORYBUS_TEST_RAY_LOG=<file>: one line per start and stop of the shared Ray, with the
 #: module and the reason (to find the modules that cost the suite a fresh Ray)
 _LOG = os.environ.get("MEMORYBUS_TEST_RAY_LOG")
@@ -30,12 +36,6 @@ def _log(event: str, detail: str = "") -> None:
         with open(_LOG, "a") as f:
             f.write(f"{time.time():.1f} {os.environ.get('PYTEST_XDIST_WORKER', 'main')} {event} "
                     f"{os.environ.get('PYTEST_CURRENT_TEST', '').split('::')[0]} {detail}\n")
-_modules: set[Any] = set()  # paths of the modules that use ray_local (order_items)
-_ray_free: set[Any] = set()  # paths of the modules that never start nor join a Ray (order_items)
-#: what in a module's text may start or join a Ray (in process, or in a subprocess or command it runs):
-#: a module with none of these never does (importing Ray's exceptions or pickler starts nothing)
-_MAY_START_RAY = re.compile(r"ray\.init|cluster_utils|Cluster\(|\bray start\b|subprocess|Popen|memorybus\.cli|"
-                            r"multiprocessing|os\.system|pexpect|\b(mb|memorybus)\.connect\(")
 
 
 def start() -> None:
@@ -108,18 +108,17 @@ def order_items(items: list[Any]) -> None:
     shared = {item.path for item in items if on_shared(item)}
     _modules.clear()
     _modules.update(shared)
+    marked = {item.path for item in items if {"ray", "cluster"} & {m.name for m in item.iter_markers()}}
     _ray_free.clear()
-    _ray_free.update(path for path in {item.path for item in items} - shared if ray_free(path, items))
+    _ray_free.update(path for path in {item.path for item in items} - shared - marked if ray_free(path))
     items[:] = [i for i in items if i.path in shared] + [i for i in items if i.path not in shared]
 
 
-def ray_free(path: Path, items: list[Any]) -> bool:
-    """Does the module at ``path`` neither start nor join a Ray? None of its tests carries the
-    ``ray`` or ``cluster`` marker, and its text has no ``ray.init``, cluster, subprocess,
+def ray_free(path: Path) -> bool:
+    """Does the module at ``path`` (none of whose tests carries the ``ray`` or ``cluster``
+    marker) neither start nor join a Ray? Its text has no ``ray.init``, cluster, subprocess,
     command line or ``mb.connect(`` (so a module that might start a Ray some other way is never
     taken for one that does not)."""
-    if any(item.path == path and ({"ray", "cluster"} & {m.name for m in item.iter_markers()}) for item in items):
-        return False
     try:
         return not _MAY_START_RAY.search(Path(path).read_text())
     except OSError:
