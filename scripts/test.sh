@@ -42,17 +42,18 @@ python -m tests.integration.crewai_venv || echo "   not built: tests/integration
 
 echo "== pytest"
 export HF_HUB_OFFLINE=1
-# Two workers (pytest-xdist, one test file at a time each): about 18 minutes on 2 cores
-# instead of 24 serially; a third gains little, the machine is busy (docs/testing.md). A
-# test that fails beside the other worker's load runs again alone, and must pass there;
-# the log shows both runs.
+# Two workers (pytest-xdist; each takes a whole test file at a time, or a whole group of
+# the files on the shared Ray, tests/shared_ray.py): a third gains little, the machine is
+# busy (docs/testing.md). A test that fails beside the other worker's load runs again
+# alone, and must pass there; the log shows both runs.
 # MEMORYBUS_TEST_WORKERS=0 runs the suite in one process.
 WORKERS="${MEMORYBUS_TEST_WORKERS:-2}"
 if [ "$WORKERS" -le 1 ]; then
   exec python -m pytest ${QUICK[@]+"${QUICK[@]}"} "$@"
 fi
-if python -m pytest -n "$WORKERS" --dist loadfile ${QUICK[@]+"${QUICK[@]}"} "$@"; then
+if python -m pytest -n "$WORKERS" --dist loadgroup ${QUICK[@]+"${QUICK[@]}"} "$@"; then
   exit 0
 fi
-echo "== pytest: running the tests that failed under $WORKERS workers again, in one process"
-python -m pytest --last-failed --last-failed-no-failures none ${QUICK[@]+"${QUICK[@]}"} "$@"
+echo "== pytest: running the tests that failed under $WORKERS workers again, in one worker"
+# one worker, same grouping: the failed tests' ids carry their group (test.py::name@group)
+python -m pytest -n 1 --dist loadgroup --last-failed --last-failed-no-failures none ${QUICK[@]+"${QUICK[@]}"} "$@"

@@ -261,6 +261,7 @@ def projected_model_path(model_path: str, tmp_path_factory: pytest.TempPathFacto
     return str(out)
 
 
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the xdist_group marks (--dist loadgroup)
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     from tests import shared_ray
 

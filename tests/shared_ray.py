@@ -99,8 +99,14 @@ def end_module() -> None:
         stop(f"left alive: {sorted(alive)[:6]}")
 
 
+#: how many groups the modules on the shared Ray are dealt into (``--dist loadgroup``: each
+#: group runs on one pytest-xdist worker, one module after another, on that worker's one Ray)
+GROUPS = int(os.environ.get("MEMORYBUS_TEST_SHARED_RAY_GROUPS", "2"))
+
+
 def order_items(items: list[Any]) -> None:
-    """Run the modules that use ``ray_local`` first, together (each keeps its own order)."""
+    """Run the modules that use ``ray_local`` first, together (each keeps its own order),
+    and give every test its ``xdist_group`` (:func:`group_of`)."""
 
     def on_shared(item: Any) -> bool:
         return "ray_local" in getattr(item, "fixturenames", ())
@@ -112,6 +118,23 @@ def order_items(items: list[Any]) -> None:
     _ray_free.clear()
     _ray_free.update(path for path in {item.path for item in items} - shared - marked if ray_free(path))
     items[:] = [i for i in items if i.path in shared] + [i for i in items if i.path not in shared]
+    import pytest
+
+    rank = {path: n for n, path in enumerate(sorted(shared))}
+    for item in items:
+        item.add_marker(pytest.mark.xdist_group(group_of(item.path, rank)))
+
+
+def group_of(path: Path, rank: dict[Any, int]) -> str:
+    """The pytest-xdist group of a module's tests (``--dist loadgroup``; no effect without it).
+    A module on the shared Ray is dealt, in path order, into one of :data:`GROUPS` groups,
+    so a worker runs a group's modules one after another on one Ray, instead of getting
+    them between other files (each of which stops the shared Ray: a Ray start and a model
+    load more). Any other module is a group of its own, as ``--dist loadfile`` would
+    make it."""
+    if path in rank:
+        return f"shared-ray-{rank[path] % max(GROUPS, 1)}"
+    return str(path)
 
 
 def ray_free(path: Path) -> bool:
