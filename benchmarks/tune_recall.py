@@ -139,7 +139,8 @@ class Harness:
         from memorybus.scopes import Context
 
         ctx = Context(org="locomo", user=conv.sample_id)
-        stored = self.store([locomo.memory_item(conv, t, mode) for t in conv.turns], ctx)
+        items = [locomo.memory_item(conv, t, base_mode(mode)) for t in conv.turns]
+        stored = self.store(timed_threads(items) if mode == TIMED else items, ctx)
         dia_of: dict[str, list[str]] = defaultdict(list)
         for t, node in zip(conv.turns, stored, strict=True):
             dia_of[node.id].append(t.dia_id)
@@ -152,12 +153,40 @@ class Harness:
         from memorybus.scopes import Context
 
         ctx = Context(org="longmemeval", user=item.question_id)
-        batch, session_ids = longmemeval.items(item, mode)
+        batch, session_ids = longmemeval.items(item, base_mode(mode))
+        batch = timed_threads(batch) if mode == TIMED else batch
         return ctx, {n.id: s for n, s in zip(self.store(batch, ctx), session_ids, strict=True)}
 
     def close(self) -> None:
         self.shard.close()
         shutil.rmtree(self.dir, ignore_errors=True)
+
+
+#: an experiment, not a product mode: plain items, and each run of consecutive items with
+#: one event time declared as a thread (position = order in the run). What the shard would
+#: get if it derived threads from event times itself (a session = memories of one scope
+#: written together), measured before building that (docs/retrieval.md)
+TIMED = "plain_timed"
+
+
+def base_mode(mode: str) -> str:
+    """The evaluation module's mode behind ``mode`` (``plain_timed`` is ``plain``)."""
+    return "plain" if mode == TIMED else mode
+
+
+def timed_threads(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``items`` (plain, in order), each run of consecutive items with one ``valid_from``
+    given ``thread`` = that run's number and ``position`` = its place in the run."""
+    out, run, pos, last = [], -1, 0, object()
+    for it in items:
+        if "thread" in it:
+            raise ValueError("timed_threads takes plain items (no declared thread)")
+        when = it.get("valid_from")
+        if when != last:
+            run, pos, last = run + 1, 0, when
+        out.append(it | {"thread": f"timed-{run}", "position": pos})
+        pos += 1
+    return out
 
 
 @contextmanager
@@ -338,7 +367,9 @@ def tuning_parser(doc: str | None) -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=(doc or "").split("\n\n")[0])
     p.add_argument("dataset", choices=["locomo", "longmemeval"])
     p.add_argument("--data", required=True)
-    p.add_argument("--modes", default="structured,plain")
+    p.add_argument("--modes", default="structured,plain",
+                   help="structured, plain, and plain_timed (an experiment: plain, each run of one "
+                   "event time declared a thread)")
     p.add_argument("--grid", action="append", default=[], metavar="NAME=V1,V2,...")
     p.add_argument("--cache", default=os.path.join(tempfile.gettempdir(), "memorybus-tune-cache"))
     p.add_argument("--model", default=None, help="a sentence-transformers model (default: the shipped MiniLM)")

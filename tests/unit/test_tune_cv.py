@@ -41,3 +41,19 @@ def test_the_pick_is_made_on_tuned_folds_only_so_an_overfit_set_shows_its_gap():
     assert lucky_entry["m"]["unseen_losses"] > 0
     rows = selected_rows([defaults, lucky], cv, "m", 10)
     assert len(rows) == 10 and all(0.0 <= r <= 1.0 for r in rows)
+
+
+def test_timed_threads_declare_each_run_of_one_event_time_a_thread_in_order():
+    import pytest
+
+    from benchmarks.tune_recall import base_mode, timed_threads
+
+    items = [{"content": c, "valid_from": t} for c, t in
+             [("a", 10.0), ("b", 10.0), ("c", 20.0), ("d", 10.0), ("e", 10.0), ("f", None)]]
+    out = timed_threads(items)
+    assert [(o["thread"], o["position"]) for o in out] == [
+        ("timed-0", 0), ("timed-0", 1), ("timed-1", 0), ("timed-2", 0), ("timed-2", 1), ("timed-3", 0)]
+    assert [o["content"] for o in out] == list("abcdef") and "thread" not in items[0]  # the input is untouched
+    with pytest.raises(ValueError):
+        timed_threads([{"content": "x", "valid_from": 1.0, "thread": "declared"}])
+    assert base_mode("plain_timed") == "plain" and base_mode("structured") == "structured"
