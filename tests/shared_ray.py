@@ -122,19 +122,19 @@ def order_items(items: list[Any]) -> None:
 
     rank = {path: n for n, path in enumerate(sorted(shared))}
     for item in items:
-        item.add_marker(pytest.mark.xdist_group(group_of(item.path, rank)))
+        item.add_marker(pytest.mark.xdist_group(group_of(item.path, rank, item.nodeid.split("::")[0])))
 
 
-def group_of(path: Path, rank: dict[Any, int]) -> str:
+def group_of(path: Path, rank: dict[Any, int], module_id: str) -> str:
     """The pytest-xdist group of a module's tests (``--dist loadgroup``; no effect without it).
     A module on the shared Ray is dealt, in path order, into one of :data:`GROUPS` groups,
     so a worker runs a group's modules one after another on one Ray, instead of getting
     them between other files (each of which stops the shared Ray: a Ray start and a model
-    load more). Any other module is a group of its own, as ``--dist loadfile`` would
-    make it."""
+    load more). Any other module is a group of its own (named ``module_id``, its path in
+    the test ids), as ``--dist loadfile`` would make it."""
     if path in rank:
         return f"shared-ray-{rank[path] % max(GROUPS, 1)}"
-    return str(path)
+    return module_id
 
 
 def ray_free(path: Path) -> bool:
