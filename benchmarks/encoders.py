@@ -34,7 +34,7 @@ _ROOT = Path(__file__).resolve().parent.parent
 if str(_ROOT) not in sys.path:
     sys.path.insert(0, str(_ROOT))
 
-from benchmarks.common import emit, log, make_texts, parser, prepare_env  # noqa: E402
+from benchmarks.common import emit, log, make_texts, parser  # noqa: E402
 
 CALL = 256  # texts per ingest call
 
@@ -76,7 +76,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--threads", type=int, default=1, help="torch threads, as an embedder actor with "
                    "embedder_num_cpus=1 gets (default 1)")
     args = p.parse_args(argv)
-    prepare_env()
+    from memorybus import env
+
+    # the model's thread settings, as the embedder actors get them (defaults only: a
+    # variable already set keeps its value); no Ray runs here, so no RAY_TMPDIR of its own
+    env.prepare(**env.BESIDE_MODEL_ENV)
     from memorybus.config import Config
     from memorybus.encoder.modelinfo import model_dimension, model_dir
 
