@@ -59,7 +59,7 @@ def measure(model_path: str, texts: list[str], queries: list[str], threads: int)
         t0 = time.perf_counter()
         emb.encode([q])
         lat.append((time.perf_counter() - t0) * 1000)
-    dim = int(emb.encode(["dimension"]).shape[1])
+    dim = emb.dim
     del emb
     gc.collect()
     return {"load_s": load_s, "ingest_texts_per_s": len(texts) / ingest_s,
@@ -69,7 +69,8 @@ def measure(model_path: str, texts: list[str], queries: list[str], threads: int)
 
 def main(argv: list[str] | None = None) -> int:
     p = parser(__doc__)
-    p.add_argument("--model", action="append", default=[], help="a model directory (repeatable)")
+    p.add_argument("--model", action="append", default=[], help="a model: a directory, or a name in the local "
+                   "Hugging Face cache (repeatable)")
     p.add_argument("--n", type=int, default=1000, help="texts encoded per model and round (default 1000)")
     p.add_argument("--queries", type=int, default=100, help="single-text calls per model and round (default 100)")
     p.add_argument("--rounds", type=int, default=3, help="rounds over the models (default 3)")
