@@ -42,6 +42,11 @@ python -m tests.integration.crewai_venv || echo "   not built: tests/integration
 
 echo "== pytest"
 export HF_HUB_OFFLINE=1
+# bytecode for every module the tests import: where PYTHONDONTWRITEBYTECODE is set (this
+# image, and CI's), no process writes it, and each of the ~450 Ray workers a run starts
+# would compile memorybus from source again (importing the shard and the client: 1.1-1.3 s
+# of CPU without bytecode, 0.9 s with; docs/testing.md)
+python -m compileall -q -j 2 memorybus tests benchmarks >/dev/null
 # Two workers (pytest-xdist; each takes a whole test file at a time, or a whole group of
 # the files on the shared Ray, tests/shared_ray.py): a third gains little, the machine is
 # busy (docs/testing.md). A test that fails beside the other worker's load runs again
