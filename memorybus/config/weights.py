@@ -105,6 +105,18 @@ class RankingWeights:
                        "0.2, length_pivot=5: --grid thread=0.7,1.0 gives R@10/R@5 0.801/0.728 and 0.804/0.738 "
                        "(plain unchanged, LongMemEval dev48 0.951 both)")
     thread_centroid: float = _w(0.6, f"{_TUNED}: grid 0/0.3/0.5/0.6/1.0")
+    #: sessions from time (memories without a declared thread, see memorybus.retrieval.sessions):
+    #: the lift of a session that answers the query, and the share of its centroid in it
+    session: float = _w(0.3, "tune_recall.py locomo --modes plain --grid session=0,0.15,0.3,0.5 --grid "
+                        "session_centroid=0,0.3,0.6 (2026-12-07), docs/retrieval.md 'Sessions from time': the "
+                        "lift and centroid alone; neighbour expansion, contextual vectors and thread members, "
+                        "which declared threads get, cost multi-hop and open-domain 4-5 points on plain text")
+    session_centroid: float = _w(0.3, "the session grid above")
+    #: the pause, in seconds of event time, that ends a session (memories of one scope and
+    #: source); an index setting: a shard groups its memories with its config's value
+    session_gap: float = _w(1800.0, "design choice, not tuned: half an hour without a memory ends a session; the "
+                            "dev files hold sessions days apart whose turns share one time, so any gap from 0 to "
+                            "hours gives them the same sessions")
     speaker: float = _w(0.2, f"{_TUNED}: grid 0/0.1/0.15/0.2/0.35/0.5 (0 lost 0.02 R@10)")
     time: float = _w(0.4, f"{_TUNED}: grid 0.2/0.4/0.7")
     time_words: bool = _w(False, "tune_recall.py --weight time_words=true vs the default, with bm25_b=0: False (the "
@@ -184,13 +196,13 @@ class RankingWeights:
     GROUPS: ClassVar[dict[str, tuple[str, ...]]] = {
         "relevance": ("dense_zero", "dense_full", "keyword", "neighbor", "min_relevance", "name_check",
                       "name_margin"),
-        "structure": ("thread", "thread_centroid", "speaker", "time", "time_words", "time_slack_days", "graph",
-                      "answer", "named", "named_share"),
+        "structure": ("thread", "thread_centroid", "session", "session_centroid", "speaker", "time", "time_words",
+                      "time_slack_days", "graph", "answer", "named", "named_share"),
         "rerank": ("salience", "recency", "recency_half_life_days", "importance", "confidence", "length",
                    "length_pivot"),
         "candidates": ("hybrid", "candidate_multiplier", "dense_candidates", "keyword_candidates",
                        "neighbor_candidates", "thread_members", "time_candidates", "exact_dense_limit"),
-        "index": ("bm25_k1", "bm25_b", "context_mix", "contextual_text"),
+        "index": ("bm25_k1", "bm25_b", "context_mix", "contextual_text", "session_gap"),
     }  # fmt: skip
 
     def __post_init__(self) -> None:
@@ -200,7 +212,9 @@ class RankingWeights:
             raise ConfigError("ranking.min_relevance", "must be in [0, 1)")
         if not self.length_pivot > 0:
             raise ConfigError("ranking.length_pivot", "must be > 0 (the distinct terms at which the prior is 0.5)")
-        for name in ("keyword", "neighbor", "thread_centroid", "named_share"):
+        if not 0.0 < self.session_gap < math.inf:
+            raise ConfigError("ranking.session_gap", "must be a number of seconds > 0")
+        for name in ("keyword", "neighbor", "thread_centroid", "session_centroid", "named_share"):
             if not 0.0 <= getattr(self, name) <= 1.0:
                 raise ConfigError(f"ranking.{name}", "is a share on the 0..1 scale: must be in [0, 1]")
         for f in fields(self):

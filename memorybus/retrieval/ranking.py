@@ -261,6 +261,8 @@ def score_structure(
     ids = sig.ids
     if w.thread:
         _thread_relevance(sig, structure, w, vector)
+    if w.session:
+        _session_relevance(sig, structure, w, vector)
     if query is not None and w.speaker and query.term_set:
         sig.speaker = structure.named(ids, query.term_set)
     if query is not None and query.windows and w.time:
@@ -310,6 +312,32 @@ def _thread_relevance(sig: Signals, structure: RecallIndex, w: RankingWeights, v
     sig.thread = np.array([per_thread[t] if t is not None else 0.0 for t in threads])
 
 
+def _session_relevance(sig: Signals, structure: RecallIndex, w: RankingWeights, vector: np.ndarray | None) -> None:
+    """The thread lift for sessions from time: a session of two or more memories that
+    answers the query lifts its members (its best member's relevance, with
+    ``session_centroid`` of its centroid's cosine, relative to the best session). Nothing
+    else of a declared thread applies: no neighbour expansion, no contextual vectors, no
+    members brought in."""
+    size = structure.sessions.size
+    # a memory alone in its session has no context to be lifted by (its own relevance
+    # would lift it above memories of other kinds that have no session)
+    sessions = [s if s is not None and size(s) > 1 else None for s in map(structure.session, sig.ids)]
+    best: dict[int, float] = {}
+    for s, r in zip(sessions, sig.relevance.tolist(), strict=True):
+        if s is not None and r > best.get(s, -1.0):
+            best[s] = r
+    if not best:
+        return
+    whole: dict[int, float] = {}
+    if w.session_centroid and vector is not None:
+        cos = structure.session_scores(vector, list(best))
+        if cos:
+            top, span = max(cos.values()), w.dense_full - w.dense_zero
+            whole = {s: max(0.0, 1.0 - (top - c) / span) for s, c in cos.items()}
+    per = {s: 1.0 - (1.0 - b) * (1.0 - w.session_centroid * whole.get(s, 0.0)) for s, b in best.items()}
+    sig.session = np.array([per[s] if s is not None else 0.0 for s in sessions])
+
+
 # ------------------------------------------------------------------- 4. rerank
 #: what the rerank reads of each candidate, in one pass
 _RERANK_FIELDS = attrgetter("confidence", "access_count", "last_accessed", "decay_rate", "importance", "created_at")
@@ -324,8 +352,8 @@ def rerank(sig: Signals, nodes: Mapping[str, MemoryNode], now: float, w: Ranking
     sal = np.minimum(1.0, salience_array(conf, access, last, decay, imp, now))
     age_days = np.maximum(0.0, now - created) / SECONDS_PER_DAY
     recency = np.exp(-math.log(2) * age_days / max(1e-9, w.recency_half_life_days))
-    structure_weights = (w.thread, w.speaker, w.time, w.graph, w.answer, w.named) if w.hybrid else (0.0,) * 6
-    lifts = (sig.thread, sig.speaker, sig.time, sig.graph, sig.answer, sig.named)
+    structure_weights = (w.thread, w.session, w.speaker, w.time, w.graph, w.answer, w.named) if w.hybrid else (0.0,) * 7
+    lifts = (sig.thread, sig.session, sig.speaker, sig.time, sig.graph, sig.answer, sig.named)
     lift = sum(k * s for k, s in zip(structure_weights, lifts, strict=True))
     length = w.length if w.hybrid else 0.0
     base = (sig.relevance + lift) * (1.0 - w.salience + w.salience * sal)

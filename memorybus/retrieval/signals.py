@@ -17,7 +17,7 @@ import numpy as np
 from memorybus.config import RankingWeights
 
 #: the signals a hit reports (``RecallHit.signals``), in order
-REPORTED = ("cosine", "bm25", "dense", "keyword", "content", "context", "thread", "speaker", "time", "graph",
+REPORTED = ("cosine", "bm25", "dense", "keyword", "content", "context", "thread", "session", "speaker", "time", "graph",
             "answer", "named", "unnamed")  # fmt: skip
 
 
@@ -72,6 +72,9 @@ class Signals:
     relevance: np.ndarray = field(default_factory=_zeros)
     #: how well its thread answers the query (its best member, its centroid)
     thread: np.ndarray = field(default_factory=_zeros)
+    #: how well its session from time answers the query (no declared thread: its best
+    #: member, its centroid; 0 for a memory in no session)
+    session: np.ndarray = field(default_factory=_zeros)
     #: 1 when the query names its speaker or source
     speaker: np.ndarray = field(default_factory=_zeros)
     #: closeness of its event time to a time the query names
@@ -96,7 +99,7 @@ class Signals:
     def of(cls, ids: list[str], cosine: np.ndarray, bm25: np.ndarray) -> Signals:
         n = len(ids)
         z = np.zeros(n)
-        return cls(ids, cosine, bm25, *(z.copy() for _ in range(14)))
+        return cls(ids, cosine, bm25, *(z.copy() for _ in range(15)))
 
     def __len__(self) -> int:
         return len(self.ids)

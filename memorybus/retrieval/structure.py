@@ -33,6 +33,7 @@ import numpy as np
 from memorybus.memory.model import MemoryKind, MemoryNode
 from memorybus.retrieval.answers import NAMED, QUOTED_TITLE, held_forms, name_terms
 from memorybus.retrieval.keyword import KeywordIndex
+from memorybus.retrieval.sessions import Sessions
 from memorybus.retrieval.text import speaker_terms, split_time_prefix, tokens
 from memorybus.retrieval.timeline import Timeline
 from memorybus.retrieval.vectorcache import VectorCache
@@ -74,9 +75,11 @@ def names_of(node: MemoryNode) -> tuple[str, ...]:
 
 
 class RecallIndex:
-    def __init__(self, k1: float = 1.2, b: float = 0.75) -> None:
+    def __init__(self, k1: float = 1.2, b: float = 0.75, session_gap: float = 1800.0) -> None:
         self.keywords = KeywordIndex(k1, b)
         self.vectors = VectorCache()
+        #: sessions from time of the episodic memories that declare no thread
+        self.sessions = Sessions(session_gap, self.vectors.vector)
         self._threads: dict[str, list[OrderKey]] = {}
         self._thread_of: dict[str, tuple[str, OrderKey]] = {}
         self.pinned: set[str] = set()
@@ -93,6 +96,7 @@ class RecallIndex:
     def reset(self) -> None:
         self.keywords.reset()
         self.vectors.reset()
+        self.sessions.reset()
         self.timeline.reset()
         self._threads.clear()
         self._thread_of.clear()
@@ -136,6 +140,8 @@ class RecallIndex:
         if thread is not None and vec is not None:
             total = self._centroid.get(thread)
             self._centroid[thread] = vec if total is None else total + vec
+        if thread is None and is_episodic(node):
+            self.sessions.add(node.id, (node.scope.key, node.source or ""), node.valid_from)
         if thread is not None:
             key = order_key(node)
             members = self._threads.setdefault(thread, [])
@@ -170,6 +176,7 @@ class RecallIndex:
         self._names.pop(memory_id, None)
         self._forms.pop(memory_id, None)
         self._proper.pop(memory_id, None)
+        self.sessions.remove(memory_id)  # while its vector is still cached
         entry = self._thread_of.get(memory_id)
         if entry is not None and entry[0] in self._centroid:
             vec = self.vectors.vector(memory_id)
@@ -268,6 +275,14 @@ class RecallIndex:
     def thread(self, memory_id: str) -> str | None:
         entry = self._thread_of.get(memory_id)
         return entry[0] if entry else None
+
+    def session(self, memory_id: str) -> int | None:
+        """The session from time of a memory that declares no thread (see :mod:`memorybus.retrieval.sessions`)."""
+        return self.sessions.session(memory_id)
+
+    def session_scores(self, vector: np.ndarray, sessions: Sequence[int]) -> dict[int, float]:
+        """Cosine of ``vector`` with each session's centroid."""
+        return self.sessions.scores(vector, sessions)
 
     def neighbors(self, memory_id: str, before: int = 1, after: int = 1) -> list[str]:
         """Ids of up to ``before`` earlier and ``after`` later memories of the same thread,

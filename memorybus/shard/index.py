@@ -40,11 +40,12 @@ class SearchIndex:
     exact search)."""
 
     def __init__(
-        self, index: VectorIndex, lookup: Callable[[str], MemoryNode | None], *, k1: float = 1.2, b: float = 0.75
+        self, index: VectorIndex, lookup: Callable[[str], MemoryNode | None], *, k1: float = 1.2, b: float = 0.75,
+        session_gap: float = 1800.0,
     ) -> None:
         self.index = index
         self.backend = index.backend
-        self.structure = RecallIndex(k1, b)
+        self.structure = RecallIndex(k1, b, session_gap)
         self._cache: VectorCache = self.structure.vectors
         self._lookup = lookup
         #: the index missed a change (it failed after a commit): rebuild before trusting it

@@ -77,7 +77,7 @@ class Shard:
         core = ShardCore(
             name,
             records,
-            SearchIndex(index, records.get, k1=ranking.bm25_k1, b=ranking.bm25_b),
+            SearchIndex(index, records.get, k1=ranking.bm25_k1, b=ranking.bm25_b, session_gap=ranking.session_gap),
             Commits(store, Gate(), on_events, audit),  # the gate: how the actor's read and write threads share it
             limits=Limits(dim, max_content_chars, max_tags, max_structured_bytes),
             clock=clock,

@@ -27,7 +27,7 @@ SCOPE = Scope("acme", "u1")
 PLAIN = RankingWeights(
     salience=0.0, recency=0.0, importance=0.0, confidence=0.0, speaker=0.0, neighbor=0.0, thread=0.0, time=0.0,
     neighbor_candidates=0, thread_centroid=0.0, graph=0.0, min_relevance=0.0, dense_zero=0.0, dense_full=1.0,
-    length=0.0,
+    length=0.0, session=0.0,
 )  # fmt: skip
 
 
@@ -228,9 +228,12 @@ def test_undeclared_structured_keys_are_not_read():
     """Only declared fields count: a 'session', 'turn' or 'speaker' in structured is data."""
     a = node("a", structured={"session": "s1", "turn": 0, "speaker": "Caroline"})
     b = node("b", structured={"session": "s1", "turn": 1})
-    nodes, st = setup([a, b])
+    c = node("c", structured={"session": "s1", "turn": 2}, when=NOW - 20 * DAY)
+    nodes, st = setup([a, b, c])
     assert st.thread(a.id) is None and st.adjacent(a.id) == () and st.names(a.id) == ()
-    w = replace(PLAIN, thread=0.35, neighbor=0.5, speaker=0.35, neighbor_candidates=10)
+    # a session from time groups a and b (one time), not c (ten days later), whatever it says
+    assert st.session(a.id) == st.session(b.id) != st.session(c.id)
+    w = replace(PLAIN, thread=0.35, neighbor=0.5, speaker=0.35, neighbor_candidates=10, session=0.0)
     _, hits = order(nodes, st, [(a.id, 0.8), (b.id, 0.7)], query=Query.parse("what did caroline say", NOW), w=w)
     assert set(hits[a.id].signals) == {"cosine", "bm25", "dense", "keyword", "content", "context"}
 
@@ -394,3 +397,27 @@ def test_every_ranking_default_states_its_provenance_and_bad_weights_are_refused
                 {"keyword": 1.5}, {"neighbor": 2.0}, {"thread": float("nan")}):  # fmt: skip
         with pytest.raises(ConfigError):
             RankingWeights(**bad)
+
+
+def test_a_session_from_time_lifts_its_members_and_a_lone_memory_lifts_nothing():
+    """Plain memories written together (one scope and source, no long pause) form a session:
+    its best member's relevance lifts the others; a memory alone in its session, or of a
+    kind that has none, gets no lift of its own."""
+    t = NOW - 10 * DAY
+    hit = node("hit", when=t)
+    mate = node("mate", when=t + 60)  # a minute later: the same session
+    other = node("other", when=t + 5 * DAY)  # its own session, with a companion nothing asks about
+    companion = node("companion", when=t + 5 * DAY + 30)
+    lone = node("lone", when=t - 20 * DAY)
+    fact = node("fact", when=t + 120, kind=MemoryKind.SEMANTIC)
+    nodes, st = setup([hit, mate, other, companion, lone, fact])
+    assert st.session(hit.id) == st.session(mate.id) and st.session(other.id) == st.session(companion.id)
+    assert st.session(hit.id) != st.session(other.id) and st.session(fact.id) is None
+    dense = [(hit.id, 0.9), (other.id, 0.52), (mate.id, 0.5), (companion.id, 0.1), (lone.id, 0.51), (fact.id, 0.505)]
+    ids, hits = order(nodes, st, dense, w=PLAIN)
+    assert ids[:4] == [hit.id, other.id, lone.id, fact.id]  # by relevance alone
+    ids, hits = order(nodes, st, dense, w=replace(PLAIN, session=0.3))
+    assert ids.index(mate.id) < ids.index(other.id)  # lifted by its session's best member
+    assert ids.index(lone.id) > ids.index(other.id) and "session" not in hits[lone.id].signals
+    assert "session" not in hits[fact.id].signals
+    assert hits[mate.id].signals["session"] == pytest.approx(0.9) == hits[hit.id].signals["session"]
