@@ -45,7 +45,10 @@ class Sessions:
         self._times: dict[int, set[float]] = {}  # session -> its distinct times
         self._group: dict[int, Group] = {}
         self._members: dict[int, int] = {}  # session -> how many memories
-        self._sum: dict[int, np.ndarray] = {}  # session -> sum of its members' vectors
+        #: session of two or more memories -> the sum of its members' vectors (a session of
+        #: one keeps none: most memories of a slow writer are alone, and their vectors are
+        #: in the vector cache already)
+        self._sum: dict[int, np.ndarray] = {}
         self._of: dict[str, tuple[Group, float]] = {}
 
     def reset(self) -> None:
@@ -65,7 +68,8 @@ class Sessions:
         return self._members.get(session, 0)
 
     def scores(self, vector: np.ndarray, sessions: Sequence[int]) -> dict[int, float]:
-        """Cosine of ``vector`` with each session's centroid (the mean of its members' vectors)."""
+        """Cosine of ``vector`` with the centroid (the mean of its members' vectors) of each
+        of ``sessions`` that holds two or more memories."""
         known = [s for s in dict.fromkeys(sessions) if s in self._sum]
         if not known:
             return {}
@@ -81,8 +85,9 @@ class Sessions:
         return {frozenset(v) for v in out.values()}
 
     # ----------------------------------------------------------------- writes
-    def add(self, memory_id: str, group: Group, when: float) -> None:
-        """Place a memory (``when``: its event time); re-adding an id moves it."""
+    def add(self, memory_id: str, group: Group, when: float, vector: np.ndarray | None = None) -> None:
+        """Place a memory (``when``: its event time; ``vector``: its vector, else
+        ``vector_of`` is asked); re-adding an id moves it."""
         if memory_id in self._of:
             self.remove(memory_id)
         when = float(when)
@@ -106,7 +111,10 @@ class Sessions:
         ids.add(memory_id)
         self._of[memory_id] = key
         self._members[sid] += 1
-        self._add_vector(sid, memory_id, 1.0)
+        if sid in self._sum:
+            self._shift(sid, memory_id, 1.0, vector)
+        else:
+            self._resum(sid)
 
     def remove(self, memory_id: str) -> None:
         key = self._of.pop(memory_id, None)
@@ -114,8 +122,10 @@ class Sessions:
             return
         group, when = key
         sid = self._sid[key]
-        self._add_vector(sid, memory_id, -1.0)
+        self._shift(sid, memory_id, -1.0)
         self._members[sid] -= 1
+        if self._members[sid] < 2:
+            self._sum.pop(sid, None)
         ids = self._at[key]
         ids.discard(memory_id)
         if ids:
@@ -184,9 +194,12 @@ class Sessions:
             self._sid[(group, t)] = keep
         self._times[keep] |= self._times.pop(gone)
         self._members[keep] += self._members.pop(gone)
-        moved = self._sum.pop(gone, None)
-        if moved is not None:
-            self._sum[keep] = moved if keep not in self._sum else self._sum[keep] + moved
+        moved, kept = self._sum.pop(gone, None), self._sum.get(keep)
+        if moved is not None and kept is not None:
+            kept += moved
+        else:  # a side of one memory (or none): sum the joined session afresh (at most once per side)
+            self._sum.pop(keep, None)
+            self._resum(keep)
         del self._group[gone]
         return keep
 
@@ -203,18 +216,31 @@ class Sessions:
             for memory_id in self._at[key]:
                 self._members[sid] -= 1
                 self._members[new] += 1
-                self._add_vector(sid, memory_id, -1.0)
-                self._add_vector(new, memory_id, 1.0)
+                self._shift(sid, memory_id, -1.0)
             t = self._near(group, t, 1)
+        if self._members[sid] < 2:
+            self._sum.pop(sid, None)
+        self._resum(new)
 
-    def _add_vector(self, sid: int, memory_id: str, sign: float) -> None:
-        vec = self._vector_of(memory_id)
-        if vec is None:
-            return
-        vec = np.asarray(vec, dtype=np.float32)
+    def _shift(self, sid: int, memory_id: str, sign: float, vec: np.ndarray | None = None) -> None:
+        """Add (``sign`` 1) or take (-1) a member's vector to or from the session's sum, if it keeps one."""
         total = self._sum.get(sid)
         if total is None:
-            if sign > 0:
-                self._sum[sid] = vec.copy()
             return
-        self._sum[sid] = total + sign * vec
+        if vec is None:
+            vec = self._vector_of(memory_id)
+            if vec is None:
+                return
+        if sign > 0:
+            total += vec
+        else:
+            total -= vec
+
+    def _resum(self, sid: int) -> None:
+        """The sum of a session of two or more memories from its members' vectors."""
+        if self._members.get(sid, 0) < 2:
+            return
+        group = self._group[sid]
+        vectors = [v for t in self._times[sid] for i in self._at[(group, t)] if (v := self._vector_of(i)) is not None]
+        if vectors:
+            self._sum[sid] = np.sum(np.asarray(vectors, dtype=np.float32), axis=0)

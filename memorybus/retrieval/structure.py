@@ -141,7 +141,8 @@ class RecallIndex:
             total = self._centroid.get(thread)
             self._centroid[thread] = vec if total is None else total + vec
         if thread is None and is_episodic(node):
-            self.sessions.add(node.id, (node.scope.key, node.source or ""), node.valid_from)
+            own = node.embedding if node.embedding is not None else self.vectors.vector(node.id)
+            self.sessions.add(node.id, (node.scope.key, node.source or ""), node.valid_from, own)
         if thread is not None:
             key = order_key(node)
             members = self._threads.setdefault(thread, [])
