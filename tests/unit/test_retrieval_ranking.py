@@ -394,7 +394,9 @@ def test_every_ranking_default_states_its_provenance_and_bad_weights_are_refused
         RankingWeights().group("nonsense")
     assert all(isinstance(v, str) and len(v) > 10 for v in prov.values())
     for bad in ({"dense_zero": 0.8, "dense_full": 0.5}, {"min_relevance": 1.0}, {"keyword": -1.0},
-                {"keyword": 1.5}, {"neighbor": 2.0}, {"thread": float("nan")}):  # fmt: skip
+                {"keyword": 1.5}, {"neighbor": 2.0}, {"thread": float("nan")}, {"session": -0.1},
+                {"session_centroid": 1.5}, {"session_gap": 0.0}, {"session_gap": float("inf")},
+                {"session_gap": float("nan")}):  # fmt: skip
         with pytest.raises(ConfigError):
             RankingWeights(**bad)
 

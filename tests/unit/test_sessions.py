@@ -117,3 +117,41 @@ def test_a_memory_between_two_sessions_joins_them_and_its_removal_splits_them_ag
 def test_a_gap_that_is_not_a_positive_number_is_refused(gap):
     with pytest.raises(ValueError):
         Sessions(gap, lambda _: None)
+
+
+def test_a_shard_rebuilds_the_same_sessions_from_its_store(tmp_path):
+    """Sessions are derived: after a restart (and after a crash, the index rebuilt from the
+    store) a shard groups its memories as before, forgotten ones left out."""
+    from memorybus import Context, ManualClock, MemoryNode
+    from memorybus.config import RankingWeights
+    from memorybus.shard import Shard
+    from memorybus.storage.sqlite import SqliteStore
+    from memorybus.storage.vectors import EdgeVectorIndex
+
+    dim, ctx = 8, Context("acme", "u1", "planner")
+
+    def open_shard():
+        return Shard("shard-0", SqliteStore(tmp_path / "r.sqlite"), EdgeVectorIndex(tmp_path / "v", dim), dim=dim,
+                     clock=ManualClock(), ranking=RankingWeights(session_gap=600.0))  # fmt: skip
+
+    rng = np.random.default_rng(3)
+    times = [0, 100, 650, 5000, 5100, 5200, 9000, 9000, 9700]  # gaps of 550 / 4350 / 3800 / 700 s
+    nodes = [MemoryNode(content=f"note {k}", scope=ctx.scope, valid_from=1.7e9 + t) for k, t in enumerate(times)]
+    vectors = rng.normal(size=(len(nodes), dim)).astype(np.float32)
+    shard = open_shard()
+    stored = shard.put_many(ctx, nodes, vectors / np.linalg.norm(vectors, axis=1, keepdims=True))
+    ids = [n.id for n in stored]
+    before = shard.core.index.structure.sessions.partition()
+    assert before == {frozenset(ids[0:3]), frozenset(ids[3:6]), frozenset(ids[6:8]), frozenset(ids[8:9])}
+    shard.delete(ctx, ids[4])  # 5000 and 5200 are 200 s apart: still one session
+    after_forget = shard.core.index.structure.sessions.partition()
+    assert after_forget == {frozenset(ids[0:3]), frozenset([ids[3], ids[5]]), frozenset(ids[6:8]), frozenset(ids[8:9])}
+    shard.close()
+    again = open_shard()
+    assert again.core.index.structure.sessions.partition() == after_forget
+    # a crash: no checkpoint, the vector index rebuilt from the store
+    again.core.index.index.close()
+    again.store.close()
+    third = open_shard()
+    assert third.core.index.structure.sessions.partition() == after_forget
+    third.close()
