@@ -41,6 +41,7 @@ from dataclasses import dataclass
 from functools import partial
 from itertools import chain
 from operator import attrgetter
+from typing import TypeVar
 
 import numpy as np
 
@@ -53,6 +54,8 @@ from memorybus.retrieval.signals import Signals, dense_relevance, either, fuse, 
 from memorybus.retrieval.structure import RecallIndex
 from memorybus.retrieval.timeparse import time_match
 from memorybus.salience import SECONDS_PER_DAY, salience_array
+
+G = TypeVar("G")  # a group of candidates: a thread's key, a session's number
 
 
 @dataclass(frozen=True, slots=True)
@@ -296,20 +299,10 @@ def _thread_relevance(sig: Signals, structure: RecallIndex, w: RankingWeights, v
     """A thread that answers the query lifts its members: its best member's relevance,
     with its centroid's cosine (the thread as a whole), relative to the best thread."""
     threads = [structure.thread(i) for i in sig.ids]
-    best: dict[str, float] = {}
-    for t, r in zip(threads, sig.relevance.tolist(), strict=True):
-        if t is not None and r > best.get(t, -1.0):
-            best[t] = r
-    if not best:
-        return
-    whole: dict[str, float] = {}
-    if w.thread_centroid and vector is not None:
-        cos = structure.thread_scores(vector, list(best))
-        if cos:
-            top, span = max(cos.values()), w.dense_full - w.dense_zero
-            whole = {t: max(0.0, 1.0 - (top - c) / span) for t, c in cos.items()}
-    per_thread = {t: 1.0 - (1.0 - b) * (1.0 - w.thread_centroid * whole.get(t, 0.0)) for t, b in best.items()}
-    sig.thread = np.array([per_thread[t] if t is not None else 0.0 for t in threads])
+    scores = None if vector is None else (lambda ts: structure.thread_scores(vector, ts))
+    lift = _group_lift(threads, sig.relevance, w.thread_centroid, scores, w)
+    if lift is not None:
+        sig.thread = lift
 
 
 def _session_relevance(sig: Signals, structure: RecallIndex, w: RankingWeights, vector: np.ndarray | None) -> None:
@@ -322,20 +315,37 @@ def _session_relevance(sig: Signals, structure: RecallIndex, w: RankingWeights, 
     # a memory alone in its session has no context to be lifted by (its own relevance
     # would lift it above memories of other kinds that have no session)
     sessions = [s if s is not None and size(s) > 1 else None for s in map(structure.session, sig.ids)]
-    best: dict[int, float] = {}
-    for s, r in zip(sessions, sig.relevance.tolist(), strict=True):
-        if s is not None and r > best.get(s, -1.0):
-            best[s] = r
+    scores = None if vector is None else (lambda ss: structure.session_scores(vector, ss))
+    lift = _group_lift(sessions, sig.relevance, w.session_centroid, scores, w)
+    if lift is not None:
+        sig.session = lift
+
+
+def _group_lift(
+    groups: Sequence[G | None],
+    relevance: np.ndarray,
+    share: float,
+    scores: Callable[[list[G]], dict[G, float]] | None,
+    w: RankingWeights,
+) -> np.ndarray | None:
+    """Per candidate, how well its group (a thread, a session; None: none) answers the
+    query: ``1 - (1 - best) * (1 - share * whole)``, ``best`` the relevance of the group's
+    best candidate and ``whole`` its centroid's cosine relative to the best group's (on the
+    dense scale). None when no candidate has a group."""
+    best: dict[G, float] = {}
+    for g, r in zip(groups, relevance.tolist(), strict=True):
+        if g is not None and r > best.get(g, -1.0):
+            best[g] = r
     if not best:
-        return
-    whole: dict[int, float] = {}
-    if w.session_centroid and vector is not None:
-        cos = structure.session_scores(vector, list(best))
+        return None
+    whole: dict[G, float] = {}
+    if share and scores is not None:
+        cos = scores(list(best))
         if cos:
             top, span = max(cos.values()), w.dense_full - w.dense_zero
-            whole = {s: max(0.0, 1.0 - (top - c) / span) for s, c in cos.items()}
-    per = {s: 1.0 - (1.0 - b) * (1.0 - w.session_centroid * whole.get(s, 0.0)) for s, b in best.items()}
-    sig.session = np.array([per[s] if s is not None else 0.0 for s in sessions])
+            whole = {g: max(0.0, 1.0 - (top - c) / span) for g, c in cos.items()}
+    per = {g: 1.0 - (1.0 - b) * (1.0 - share * whole.get(g, 0.0)) for g, b in best.items()}
+    return np.array([per[g] if g is not None else 0.0 for g in groups])
 
 
 # ------------------------------------------------------------------- 4. rerank
