@@ -11,11 +11,14 @@ The partition depends only on the memories present, never on the order they were
 or removed in: a shard that rebuilds its indexes from its store gets the same sessions
 (session numbers may differ; nothing outside the index sees them). An insert may join two
 sessions; a removal may split one. Each operation looks only at the times within ``gap``
-of its own (buckets of width ``gap``), and a join or split moves the smaller side
-(a join) or the later side (a split).
+of its own (buckets of width ``gap``); a join relabels the smaller session, a split the
+later side.
 
-Each session keeps the sum of its members' vectors, for the cosine of the session as a
-whole with a query (:meth:`Sessions.scores`).
+A session of two or more memories keeps the sum of its members' vectors, for the cosine of
+the session as a whole with a query (:meth:`Sessions.scores`). The bookkeeping is kept
+small (about 0.6 KB a memory when every memory is alone in its session, the worst case):
+a session is a group, a count and one of its times; its other times are found by walking
+from that one.
 """
 
 from __future__ import annotations
@@ -23,11 +26,18 @@ from __future__ import annotations
 import bisect
 import itertools
 import math
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable, Hashable, Iterator, Sequence
+from typing import Any
 
 import numpy as np
 
 Group = Hashable
+
+# a slot: the memories at one time of one group, ``[session, ids, key]`` (``ids`` one id, or
+# a set of them; ``key`` the slot's ``(group, time)``, shared by the memories' entries)
+_SID, _IDS, _KEY = 0, 1, 2
+# a session: ``[group, memories, one of its times]``
+_GROUP, _COUNT, _ANCHOR = 0, 1, 2
 
 
 class Sessions:
@@ -40,19 +50,16 @@ class Sessions:
         self._vector_of = vector_of
         self._next = itertools.count(1)
         self._buckets: dict[Group, dict[int, list[float]]] = {}  # sorted distinct times per bucket
-        self._at: dict[tuple[Group, float], set[str]] = {}  # the memories at one time
-        self._sid: dict[tuple[Group, float], int] = {}  # the session of one time
-        self._times: dict[int, set[float]] = {}  # session -> its distinct times
-        self._group: dict[int, Group] = {}
-        self._members: dict[int, int] = {}  # session -> how many memories
-        #: session of two or more memories -> the sum of its members' vectors (a session of
-        #: one keeps none: most memories of a slow writer are alone, and their vectors are
-        #: in the vector cache already)
-        self._sum: dict[int, np.ndarray] = {}
+        self._slots: dict[tuple[Group, float], list[Any]] = {}
+        self._sessions: dict[int, list[Any]] = {}
+        #: session of two or more memories -> the sum of its members' vectors, None while
+        #: none of them has a vector (a session of one keeps none: most memories of a slow
+        #: writer are alone, and their vectors are in the vector cache already)
+        self._sum: dict[int, np.ndarray | None] = {}
         self._of: dict[str, tuple[Group, float]] = {}
 
     def reset(self) -> None:
-        for d in (self._buckets, self._at, self._sid, self._times, self._group, self._members, self._sum, self._of):
+        for d in (self._buckets, self._slots, self._sessions, self._sum, self._of):
             d.clear()
 
     def __len__(self) -> int:
@@ -61,27 +68,30 @@ class Sessions:
     # ------------------------------------------------------------------ reads
     def session(self, memory_id: str) -> int | None:
         """The session of a memory (a number, stable until a join or split moves it)."""
-        where = self._of.get(memory_id)
-        return None if where is None else self._sid[where]
+        key = self._of.get(memory_id)
+        return None if key is None else self._slots[key][_SID]
 
     def size(self, session: int) -> int:
-        return self._members.get(session, 0)
+        """How many memories the session holds (0: no such session)."""
+        found = self._sessions.get(session)
+        return 0 if found is None else found[_COUNT]
 
     def scores(self, vector: np.ndarray, sessions: Sequence[int]) -> dict[int, float]:
         """Cosine of ``vector`` with the centroid (the mean of its members' vectors) of each
         of ``sessions`` that holds two or more memories."""
-        known = [s for s in dict.fromkeys(sessions) if s in self._sum]
-        if not known:
+        sums = {s: v for s in dict.fromkeys(sessions) if (v := self._sum.get(s)) is not None}
+        if not sums:
             return {}
-        mat = np.stack([self._sum[s] for s in known])
+        known = list(sums)
+        mat = np.stack(list(sums.values()))
         sims = (mat @ np.asarray(vector, dtype=np.float32)) / np.maximum(np.linalg.norm(mat, axis=1), 1e-9)
         return {s: float(v) for s, v in zip(known, sims.tolist(), strict=True)}
 
     def partition(self) -> set[frozenset[str]]:
         """Every session as the set of its memories (for checks; O(memories))."""
         out: dict[int, set[str]] = {}
-        for memory_id, where in self._of.items():
-            out.setdefault(self._sid[where], set()).add(memory_id)
+        for memory_id, key in self._of.items():
+            out.setdefault(self._slots[key][_SID], set()).add(memory_id)
         return {frozenset(v) for v in out.values()}
 
     # ----------------------------------------------------------------- writes
@@ -91,26 +101,28 @@ class Sessions:
         if memory_id in self._of:
             self.remove(memory_id)
         when = float(when)
-        key = (group, when)
-        ids = self._at.get(key)
-        if ids is not None:
-            sid = self._sid[key]
+        slot = self._slots.get((group, when))
+        if slot is not None:
+            sid, ids = slot[_SID], slot[_IDS]
+            if isinstance(ids, str):
+                slot[_IDS] = {ids, memory_id}
+            else:
+                ids.add(memory_id)
         else:
             prev, nxt = self._near(group, when, -1), self._near(group, when, 1)
+            joined = [self._slots[(group, t)][_SID] for t in (prev, nxt) if t is not None]
             self._insert_time(group, when)
-            self._at[key] = ids = set()
-            joined = [self._sid[(group, t)] for t in (prev, nxt) if t is not None]
             if not joined:
-                sid = self._new(group)
+                sid = next(self._next)
+                self._sessions[sid] = [group, 0, when]
             elif len(joined) == 2 and joined[0] != joined[1]:
                 sid = self._join(joined[0], joined[1])
             else:
                 sid = joined[0]
-            self._sid[key] = sid
-            self._times[sid].add(when)
-        ids.add(memory_id)
-        self._of[memory_id] = key
-        self._members[sid] += 1
+            key = (group, when)
+            slot = self._slots[key] = [sid, memory_id, key]
+        self._of[memory_id] = slot[_KEY]
+        self._sessions[sid][_COUNT] += 1
         if sid in self._sum:
             self._shift(sid, memory_id, 1.0, vector)
         else:
@@ -121,33 +133,34 @@ class Sessions:
         if key is None:
             return
         group, when = key
-        sid = self._sid[key]
+        slot = self._slots[key]
+        sid = slot[_SID]
+        session = self._sessions[sid]
         self._shift(sid, memory_id, -1.0)
-        self._members[sid] -= 1
-        if self._members[sid] < 2:
+        session[_COUNT] -= 1
+        if session[_COUNT] < 2:
             self._sum.pop(sid, None)
-        ids = self._at[key]
-        ids.discard(memory_id)
-        if ids:
-            return
-        del self._at[key], self._sid[key]
-        self._times[sid].discard(when)
+        ids = slot[_IDS]
+        if not isinstance(ids, str):
+            ids.discard(memory_id)
+            if len(ids) == 1:
+                slot[_IDS] = next(iter(ids))
+            return  # the time stays
+        del self._slots[key]
         self._remove_time(group, when)
-        if not self._times[sid]:
-            del self._times[sid], self._group[sid], self._members[sid]
-            self._sum.pop(sid, None)
+        if session[_COUNT] == 0:
+            del self._sessions[sid]
             return
+        # the session's times nearest this one are within a gap of it, so in this session
         prev, nxt = self._near(group, when, -1), self._near(group, when, 1)
+        if session[_ANCHOR] == when:
+            session[_ANCHOR] = prev if prev is not None else nxt
         # both sides still in this session but now more than a gap apart: the later side leaves
         if prev is not None and nxt is not None and nxt - prev > self.gap:
             self._split(sid, group, nxt)
+            session[_ANCHOR] = prev
 
     # -------------------------------------------------------------- internals
-    def _new(self, group: Group) -> int:
-        sid = next(self._next)
-        self._times[sid], self._group[sid], self._members[sid] = set(), group, 0
-        return sid
-
     def _bucket(self, when: float) -> int:
         return math.floor(when / self.gap)
 
@@ -186,51 +199,83 @@ class Sessions:
                     return times[i]
         return None
 
+    def _walk(self, sid: int, group: Group, start: float, step: int) -> Iterator[float]:
+        """The times of session ``sid`` from ``start`` on (excluded), one way."""
+        t = self._near(group, start, step)
+        while t is not None:
+            slot = self._slots.get((group, t))
+            if slot is None or slot[_SID] != sid:  # another session, or a time being placed
+                return
+            yield t
+            t = self._near(group, t, step)
+
+    def _times(self, sid: int) -> list[float]:
+        group, _, anchor = self._sessions[sid]
+        return [*self._walk(sid, group, anchor, -1), anchor, *self._walk(sid, group, anchor, 1)]
+
+    def _ids(self, sid: int) -> Iterator[str]:
+        group = self._sessions[sid][_GROUP]
+        for t in self._times(sid):
+            ids = self._slots[(group, t)][_IDS]
+            if isinstance(ids, str):
+                yield ids
+            else:
+                yield from ids
+
     def _join(self, a: int, b: int) -> int:
         """Merge two sessions of one group: the smaller's times move to the larger."""
-        keep, gone = (a, b) if len(self._times[a]) >= len(self._times[b]) else (b, a)
-        group = self._group[gone]
-        for t in self._times[gone]:
-            self._sid[(group, t)] = keep
-        self._times[keep] |= self._times.pop(gone)
-        self._members[keep] += self._members.pop(gone)
-        moved, kept = self._sum.pop(gone, None), self._sum.get(keep)
-        if moved is not None and kept is not None:
-            kept += moved
-        else:  # a side of one memory (or none): sum the joined session afresh (at most once per side)
-            self._sum.pop(keep, None)
-            self._resum(keep)
-        del self._group[gone]
+        keep, gone = (a, b) if self._sessions[a][_COUNT] >= self._sessions[b][_COUNT] else (b, a)
+        parts = [p for p in (self._part(keep), self._part(gone)) if p is not None]
+        group = self._sessions[gone][_GROUP]
+        for t in self._times(gone):
+            self._slots[(group, t)][_SID] = keep
+        self._sessions[keep][_COUNT] += self._sessions.pop(gone)[_COUNT]
+        self._sum.pop(gone, None)
+        self._sum[keep] = np.asarray(np.sum(parts, axis=0), dtype=np.float32) if parts else None
         return keep
+
+    def _part(self, sid: int) -> np.ndarray | None:
+        """What a session adds to a sum: its own sum, or the vector of its one memory."""
+        if sid in self._sum:
+            return self._sum[sid]
+        group, count, anchor = self._sessions[sid]
+        if count != 1:
+            return None
+        ids = self._slots[(group, anchor)][_IDS]
+        vec = self._vector_of(ids if isinstance(ids, str) else next(iter(ids)))
+        return None if vec is None else np.asarray(vec, dtype=np.float32)
 
     def _split(self, sid: int, group: Group, start: float) -> None:
         """The times of ``sid`` from ``start`` on (a run with no pause over the gap) become a
         new session."""
-        new = self._new(group)
-        t: float | None = start
-        while t is not None and self._sid.get((group, t)) == sid:
-            key = (group, t)
-            self._sid[key] = new
-            self._times[sid].discard(t)
-            self._times[new].add(t)
-            for memory_id in self._at[key]:
-                self._members[sid] -= 1
-                self._members[new] += 1
+        new = next(self._next)
+        session: list[Any] = [group, 0, start]
+        self._sessions[new] = session
+        for t in [start, *self._walk(sid, group, start, 1)]:
+            slot = self._slots[(group, t)]
+            slot[_SID] = new
+            ids = slot[_IDS]
+            for memory_id in (ids,) if isinstance(ids, str) else ids:
+                session[_COUNT] += 1
                 self._shift(sid, memory_id, -1.0)
-            t = self._near(group, t, 1)
-        if self._members[sid] < 2:
+        self._sessions[sid][_COUNT] -= session[_COUNT]
+        if self._sessions[sid][_COUNT] < 2:
             self._sum.pop(sid, None)
         self._resum(new)
 
     def _shift(self, sid: int, memory_id: str, sign: float, vec: np.ndarray | None = None) -> None:
         """Add (``sign`` 1) or take (-1) a member's vector to or from the session's sum, if it keeps one."""
-        total = self._sum.get(sid)
-        if total is None:
+        if sid not in self._sum:
             return
         if vec is None:
             vec = self._vector_of(memory_id)
             if vec is None:
                 return
+        total = self._sum[sid]
+        if total is None:  # the first member with a vector
+            if sign > 0:
+                self._sum[sid] = np.array(vec, dtype=np.float32)
+            return
         if sign > 0:
             total += vec
         else:
@@ -238,9 +283,7 @@ class Sessions:
 
     def _resum(self, sid: int) -> None:
         """The sum of a session of two or more memories from its members' vectors."""
-        if self._members.get(sid, 0) < 2:
+        if self.size(sid) < 2:
             return
-        group = self._group[sid]
-        vectors = [v for t in self._times[sid] for i in self._at[(group, t)] if (v := self._vector_of(i)) is not None]
-        if vectors:
-            self._sum[sid] = np.sum(np.asarray(vectors, dtype=np.float32), axis=0)
+        vectors = [v for i in self._ids(sid) if (v := self._vector_of(i)) is not None]
+        self._sum[sid] = np.sum(np.asarray(vectors, dtype=np.float32), axis=0) if vectors else None
