@@ -31,6 +31,8 @@ from typing import Any
 
 import numpy as np
 
+from memorybus.retrieval.vectorcache import centroid_cosines
+
 Group = Hashable
 
 # a slot: the memories at one time of one group, ``[session, ids, key]`` (``ids`` one id, or
@@ -79,13 +81,7 @@ class Sessions:
     def scores(self, vector: np.ndarray, sessions: Sequence[int]) -> dict[int, float]:
         """Cosine of ``vector`` with the centroid (the mean of its members' vectors) of each
         of ``sessions`` that holds two or more memories."""
-        sums = {s: v for s in dict.fromkeys(sessions) if (v := self._sum.get(s)) is not None}
-        if not sums:
-            return {}
-        known = list(sums)
-        mat = np.stack(list(sums.values()))
-        sims = (mat @ np.asarray(vector, dtype=np.float32)) / np.maximum(np.linalg.norm(mat, axis=1), 1e-9)
-        return {s: float(v) for s, v in zip(known, sims.tolist(), strict=True)}
+        return centroid_cosines(vector, {s: v for s in dict.fromkeys(sessions) if (v := self._sum.get(s)) is not None})
 
     def partition(self) -> set[frozenset[str]]:
         """Every session as the set of its memories (for checks; O(memories))."""

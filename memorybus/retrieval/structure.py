@@ -36,7 +36,7 @@ from memorybus.retrieval.keyword import KeywordIndex
 from memorybus.retrieval.sessions import Sessions
 from memorybus.retrieval.text import speaker_terms, split_time_prefix, tokens
 from memorybus.retrieval.timeline import Timeline
-from memorybus.retrieval.vectorcache import VectorCache
+from memorybus.retrieval.vectorcache import VectorCache, centroid_cosines
 
 PINNED_TAGS = frozenset({"pinned", "core"})
 
@@ -246,13 +246,7 @@ class RecallIndex:
     def thread_scores(self, vector: np.ndarray, threads: Sequence[str]) -> dict[str, float]:
         """Cosine of ``vector`` with each thread's centroid (the mean of its members' vectors):
         how well the thread as a whole answers the query."""
-        known = [x for x in dict.fromkeys(threads) if x in self._centroid]
-        if not known:
-            return {}
-        mat = np.stack([self._centroid[x] for x in known])
-        norms = np.linalg.norm(mat, axis=1)
-        sims = (mat @ np.asarray(vector, dtype=np.float32)) / np.maximum(norms, 1e-9)
-        return {x: float(v) for x, v in zip(known, sims, strict=True)}
+        return centroid_cosines(vector, {x: self._centroid[x] for x in dict.fromkeys(threads) if x in self._centroid})
 
     def around(self, memory_id: str, limit: int) -> list[str]:
         """Up to ``limit`` other members of ``memory_id``'s thread, nearest to it first

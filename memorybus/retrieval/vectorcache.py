@@ -2,9 +2,22 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import TypeVar
 
 import numpy as np
+
+K = TypeVar("K")
+
+def centroid_cosines(vector: np.ndarray, sums: Mapping[K, np.ndarray]) -> dict[K, float]:
+    """Cosine of ``vector`` with each group's centroid, given the sum of its members'
+    vectors (a sum points where the mean does)."""
+    if not sums:
+        return {}
+    mat = np.stack(list(sums.values()))
+    sims = (mat @ np.asarray(vector, dtype=np.float32)) / np.maximum(np.linalg.norm(mat, axis=1), 1e-9)
+    return {k: float(v) for k, v in zip(sums, sims.tolist(), strict=True)}
+
 
 #: rows a scope's block starts with (it doubles as it fills): a scope of one memory costs
 #: a few rows, not a page
