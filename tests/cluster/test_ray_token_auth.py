@@ -7,7 +7,8 @@ certificate from another CA, are refused.
 
 A private head (``ray start --head --block`` in its own session, its own port,
 temp dir and HOME, so no ``~/.ray/auth_token`` is involved), stopped by pid.
-About 30 s, most of it the refused driver: ``ray.init`` gives up after 20 s.
+About 30 s, most of it the refused driver (``ray.init`` gives up after 20 s): the refused
+callers of a test are run at once.
 """
 
 from __future__ import annotations
@@ -99,10 +100,31 @@ def head() -> Iterator[tuple[str, dict[str, str], Path]]:
 
 
 def probe(script: str, address: str, env: dict[str, str]) -> str:
-    done = subprocess.run([sys.executable, "-c", script, address], env=env, capture_output=True, text=True,
-                          timeout=90, check=False)
-    lines = [line for line in done.stdout.splitlines() if line.startswith(("ANSWER", "ADMITTED", "REFUSED"))]
-    assert lines, done.stderr[-2000:]
+    return probes([(script, env)], address)[0]
+
+
+def probes(calls: list[tuple[str, dict[str, str]]], address: str) -> list[str]:
+    """Each (script, environment) run against ``address`` at once (a refused caller spends
+    most of its time waiting for Ray to give up): each one's last verdict line."""
+    return [_verdict(out, err) for out, err in run_all([(script, env) for script, env in calls], address)]
+
+
+def run_all(calls: list[tuple[str, dict[str, str]]], address: str) -> list[tuple[str, str]]:
+    """Run each (script, environment) against ``address`` at once: (stdout, stderr) of each."""
+    procs = [subprocess.Popen([sys.executable, "-c", script, address], env=env, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True) for script, env in calls]
+    try:
+        return [proc.communicate(timeout=90) for proc in procs]
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait(10)
+
+
+def _verdict(stdout: str, stderr: str) -> str:
+    lines = [line for line in stdout.splitlines() if line.startswith(("ANSWER", "ADMITTED", "REFUSED"))]
+    assert lines, stderr[-2000:]
     return lines[-1]
 
 
@@ -117,17 +139,17 @@ def test_callers_without_the_token_are_refused(head, tmp_path):
     address, base, token = head
     other = tmp_path / "other_token"
     other.write_text(os.urandom(32).hex())
-    for env in (
+    gcs_callers = (
         base,  # no token anywhere (and no ~/.ray/auth_token in this HOME)
         {**base, "RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN_PATH": str(other)},  # another cluster's token
         {**base, "RAY_AUTH_MODE": "disabled"},
-    ):
-        answer = probe(GCS_PROBE, address, env)
+    )
+    # and a whole driver without the token: ray.init fails (after about 20 s), no task runs
+    *answers, driver = probes([*((GCS_PROBE, env) for env in gcs_callers), (DRIVER, base)], address)
+    for answer in answers:
         assert answer.startswith("REFUSED AuthenticationError"), answer
         assert token.read_text() not in answer
-    # a whole driver without the token: ray.init fails (after about 20 s), no task runs
-    answer = probe(DRIVER, address, base)
-    assert answer.startswith("REFUSED ConnectionError"), answer
+    assert driver.startswith("REFUSED ConnectionError"), driver
 
 
 def test_callers_with_the_token_but_without_the_clusters_tls_are_refused(head):
@@ -138,11 +160,10 @@ def test_callers_with_the_token_but_without_the_clusters_tls_are_refused(head):
     other_ca = {**with_token, **{k: v.replace(str(Path(base["RAY_TLS_CA_CERT"]).parent), other_dir)
                                  for k, v in base.items() if k.startswith("RAY_TLS")}}
     assert other_ca["RAY_TLS_CA_CERT"].startswith(other_dir)
-    for env in (plaintext, other_ca):
-        # a failed handshake looks like a GCS that is not up: the client gives up after 5 s
-        # (not 60) and ends its process ("Failed to connect to GCS"); it is never admitted
-        done = subprocess.run([sys.executable, "-c", GCS_PROBE, address], capture_output=True, text=True, timeout=90,
-                              check=False, env={**env, "RAY_gcs_rpc_server_reconnect_timeout_s": "5"})
-        assert "ADMITTED" not in done.stdout, done.stdout
-        assert "REFUSED" in done.stdout or "Failed to connect to GCS" in done.stderr, done.stderr[-2000:]
-        assert token.read_text() not in done.stdout + done.stderr
+    # a failed handshake looks like a GCS that is not up: the client gives up after 5 s
+    # (not 60) and ends its process ("Failed to connect to GCS"); it is never admitted
+    quick = {"RAY_gcs_rpc_server_reconnect_timeout_s": "5"}
+    for stdout, stderr in run_all([(GCS_PROBE, {**env, **quick}) for env in (plaintext, other_ca)], address):
+        assert "ADMITTED" not in stdout, stdout
+        assert "REFUSED" in stdout or "Failed to connect to GCS" in stderr, stderr[-2000:]
+        assert token.read_text() not in stdout + stderr

@@ -1,19 +1,23 @@
 """Every code block of the README and of docs/ runs as written (tests/doc_blocks.py runs
-them page by page, each page in a fresh directory, against one local Ray), or says on the
-line before it why it is not run."""
+them page by page, each page in a fresh directory and namespace), or says on the line
+before it why it is not run.
+
+The pages run in this process, on the tests' shared local Ray (``ray_local``): a page's
+``connect`` joins it and takes the tests' shared embedder pool, and a command a page starts
+(``memorybus mcp``) joins it through ``RAY_ADDRESS``, as a command started on a Ray node does;
+a Ray and a model load less for each (the commands starting their own local Ray are
+tested as written by tests/integration/test_mcp_server.py, test_simulation.py and
+test_demo.py)."""
 
 from __future__ import annotations
 
-import json
 import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from tests.doc_blocks import RUNNABLE, blocks
+from tests.doc_blocks import RUNNABLE, blocks, run_page
 
 ROOT = Path(__file__).resolve().parents[2]
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
@@ -24,13 +28,12 @@ pytestmark = [pytest.mark.slow, pytest.mark.ray, pytest.mark.model, pytest.mark.
 
 
 @pytest.fixture(scope="module")
-def ran(tmp_path_factory) -> dict:
-    out = tmp_path_factory.mktemp("doc-blocks") / "result.json"
-    env = dict(os.environ, PYTHONPATH=str(ROOT), HF_HUB_OFFLINE="1")
-    proc = subprocess.run([sys.executable, "-m", "tests.doc_blocks", str(out), *map(str, PAGES)],
-                          check=False, cwd=ROOT, env=env, capture_output=True, text=True, timeout=1100)
-    assert out.exists(), proc.stdout[-3000:] + proc.stderr[-3000:]
-    return json.loads(out.read_text())
+def ran(ray_local) -> dict:
+    import ray
+
+    address = ray.get_runtime_context().gcs_address
+    env = dict(os.environ, PYTHONPATH=str(ROOT), HF_HUB_OFFLINE="1", RAY_ADDRESS=address)
+    return {str(page): run_page(page, env) for page in PAGES}
 
 
 @pytest.mark.parametrize("page", PAGES, ids=lambda p: p.name)
