@@ -220,33 +220,94 @@ class Weighing:
     reassert: float = REASSERT
 
 
-def support(ev: KeyEvidence, calibrate: Calibrate, weighing: Weighing, without: str | None = None) -> dict[str, float]:
-    """Each candidate value's support (summed log-odds) in ``ev``; ``without``: leave
-    that source's claims out."""
-    half_life_days, stale_half_life_days = weighing.half_life_days, weighing.stale_half_life_days
+def _latest(ev: KeyEvidence, without: str | None = None) -> dict[str, Claim]:
+    """Each source's newest claim in ``ev`` (in the order the sources first claimed),
+    ``without`` that source."""
     latest: dict[str, Claim] = {}
     for c in ev.claims:  # oldest first: a source's newest claim stands
         if c.source != without:
             latest[c.source] = c
+    return latest
+
+
+def _stales(ev: KeyEvidence, latest: Mapping[str, Claim], weighing: Weighing) -> dict[str, float]:
+    """Each claim's stale factor (1 for the head's)."""
+    head, half_life = ev.head, weighing.stale_half_life_days
+    return {s: 1.0 if c.value == head else _stale_factor(ev, c, half_life) for s, c in latest.items()}
+
+
+def _horizon(ev: KeyEvidence, latest: Mapping[str, Claim], stale: Mapping[str, float],
+             without: str | None = None) -> tuple[float, float | None]:
+    """What the weights of the sources' newest claims (``without`` one) are taken
+    against: the newest claim's time, and the onset of the challenge to the head (the
+    first fresh claim of another value since the head took over), if any."""
+    head, since = ev.head, ev.since
+    now, onset = -math.inf, None
+    for s, c in latest.items():
+        if s == without:
+            continue
+        now = max(now, c.at)
+        if c.value != head and c.at >= since and stale[s] > 0.5 and (onset is None or c.at < onset):
+            onset = c.at
+    return now, onset
+
+
+def _weight(ev: KeyEvidence, c: Claim, stale: float, lo: float, now: float, onset: float | None,
+            weighing: Weighing) -> float:
+    """The log-odds ``c`` (its source's newest claim) adds to its value's support."""
+    if c.value == ev.head:
+        if c.at < ev.since:
+            w = 0.0  # it describes the state before the head took over
+        else:  # a re-assertion of the head may repeat what the source read: it counts less
+            w = 1.0 if c.at <= ev.since else weighing.reassert
+            if onset is not None and c.at < onset:  # the older, the likelier a change came since
+                w *= max(0.0, 1.0 - (onset - c.at) / (max(weighing.grace_days, 1e-9) * SECONDS_PER_DAY))
+    else:
+        w = stale
+    return w * lo * decay(now - c.at, weighing.half_life_days)
+
+
+def support(ev: KeyEvidence, calibrate: Calibrate, weighing: Weighing, without: str | None = None) -> dict[str, float]:
+    """Each candidate value's support (summed log-odds) in ``ev``; ``without``: leave
+    that source's claims out."""
+    latest = _latest(ev, without)
     if not latest:
         return {}
-    now = max(c.at for c in latest.values())
-    onset = min((c.at for c in latest.values() if c.value != ev.head and c.at >= ev.since
-                 and _stale_factor(ev, c, stale_half_life_days) > 0.5), default=None)
+    stale = _stales(ev, latest, weighing)
+    now, onset = _horizon(ev, latest, stale)
     scores: dict[str, float] = {}
-    for c in latest.values():
-        if c.value == ev.head:
-            if c.at < ev.since:
-                w = 0.0  # it describes the state before the head took over
-            else:  # a re-assertion of the head may repeat what the source read: it counts less
-                w = 1.0 if c.at <= ev.since else weighing.reassert
-                if onset is not None and c.at < onset:  # the older, the likelier a change came since
-                    w *= max(0.0, 1.0 - (onset - c.at) / (max(weighing.grace_days, 1e-9) * SECONDS_PER_DAY))
-        else:
-            w = _stale_factor(ev, c, stale_half_life_days)
-        weight = w * log_odds(calibrate(c.source, c.confidence)) * decay(now - c.at, half_life_days)
+    for s, c in latest.items():
+        weight = _weight(ev, c, stale[s], log_odds(calibrate(s, c.confidence)), now, onset, weighing)
         scores[c.value] = scores.get(c.value, 0.0) + weight
     return scores
+
+
+def _backers(ev: KeyEvidence, winner: str, sources: Collection[str], calibrate: Calibrate,
+             weighing: Weighing) -> dict[str, bool]:
+    """For each of ``sources``: is ``winner`` supported (> 0) with that source left out.
+    The same sums as ``support(ev, ..., without=source)[winner]``, term for term in the
+    same order, but each source's weight is computed once per (newest time, onset)
+    rather than once per source left out."""
+    latest = _latest(ev)
+    stale = _stales(ev, latest, weighing)
+    lo = {s: log_odds(calibrate(c.source, c.confidence)) for s, c in latest.items()}
+    weights: dict[tuple[float, float | None], dict[str, float]] = {}
+    out: dict[str, bool] = {}
+    for left in sources:
+        if len(latest) <= (left in latest):
+            out[left] = False  # no other source
+            continue
+        horizon = _horizon(ev, latest, stale, without=left)
+        ws = weights.setdefault(horizon, {})
+        total = 0.0
+        for s, c in latest.items():
+            if s == left or c.value != winner:
+                continue
+            if s not in ws:
+                ws[s] = _weight(ev, c, stale[s], lo[s], *horizon, weighing)
+            total = total + ws[s]
+        out[left] = total > 0
+    return out
 
 
 def _winner(scores: Mapping[str, float], head: str, newest: str) -> str | None:
@@ -330,16 +391,18 @@ def _fold(base: Base, claims: tuple[Claim, ...], tally: Mapping[str, tuple[float
     """The record that weighing ``claims`` one by one in time order from ``base`` gives
     (ties keep their order). ``stop``: return the base after that many claims instead."""
     ordered = sorted(claims, key=lambda c: c.at)
-    cur = KeyEvidence(base.head, base.since, (), base.gone, tally, base)
+    head, since, gone = base.head, base.since, base.gone
     for i, c in enumerate(ordered):
         if i == stop:
-            return KeyEvidence(base=Base(cur.head, cur.since, cur.gone, ordered[i - 1].at if i else base.at))
-        cur = replace(cur, claims=(*cur.claims, c))
-        if not cur.head:
-            cur = replace(cur, head=c.value, since=c.at)
-        elif c.value != cur.head and _judge(cur, c, calibrate, weighing)[0]:
-            cur = _take_over(cur, c.value, c.at)
-    return cur
+            return KeyEvidence(base=Base(head, since, gone, ordered[i - 1].at if i else base.at))
+        if not head:
+            head, since = c.value, c.at
+        elif c.value != head:  # the record so far is built only when a claim challenges its head
+            cur = KeyEvidence(head, since, tuple(ordered[: i + 1]), gone, tally, base)
+            if _judge(cur, c, calibrate, weighing)[0]:
+                cur = _take_over(cur, c.value, c.at)
+                head, since, gone = cur.head, cur.since, cur.gone
+    return KeyEvidence(head, since, tuple(ordered), gone, tally, base)
 
 
 def _grade(ev: KeyEvidence, calibrate: Calibrate, weighing: Weighing) -> KeyEvidence:
@@ -349,16 +412,13 @@ def _grade(ev: KeyEvidence, calibrate: Calibrate, weighing: Weighing) -> KeyEvid
     claims = list(ev.claims)
     newest = claims[-1].value if claims else ev.head
     winner = _winner(support(ev, calibrate, weighing), ev.head, newest)
-    backed: dict[str, bool] = {}  # source -> does another source support the winner
+    agreeing = [c.source for c in claims if c.value == winner and not (c.at < ev.since and c.value != ev.head)]
+    # agreement counts when another source supports the winner too
+    backed = {} if winner is None else _backers(ev, winner, dict.fromkeys(agreeing), calibrate, weighing)
     for i, c in enumerate(claims):
         if c.at < ev.since and c.value != ev.head:
             continue  # an earlier episode's claim: its grade stands
-        if c.value == winner:  # agreement counts when another source supports the winner too
-            if c.source not in backed:
-                backed[c.source] = support(ev, calibrate, weighing, without=c.source).get(winner, 0.0) > 0
-            grade = 1 if backed[c.source] else 0
-        else:
-            grade = 0 if winner is None else -1
+        grade = int(backed[c.source]) if c.value == winner else 0 if winner is None else -1
         if grade != c.grade:
             claims[i] = replace(c, grade=grade)
     return replace(ev, claims=tuple(claims))

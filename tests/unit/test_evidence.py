@@ -183,3 +183,36 @@ def test_oracle_weighs_true_reliabilities_and_the_stale_error_model():
     assert oracle([("new", 0.7), ("old", 0.8)], "new", "old", options=5)
     assert not oracle([("wrong", 0.95), ("true", 0.6)], "true", "old", options=5)
     assert not oracle([("wrong", 0.9)], "true", None, options=5)  # never asserted: out of reach
+
+
+def test_grading_asks_each_source_left_out_what_support_without_it_says():
+    """``_grade`` decides "another source backs the winner" from weights computed once
+    per horizon; it must say exactly what ``support(..., without=source)`` says, in
+    random records that exercise every branch (a source that is the newest or opens the
+    challenge, stale reports, sources with no other, several values)."""
+    import random
+
+    from memorybus.bus.evidence import _backers, _winner
+
+    def calibrate(source, confidence):
+        return min(0.99, max(0.01, confidence * (0.5 + 0.1 * int(source[1:]))))
+
+    checked = flipped = 0
+    for seed in range(300):
+        r = random.Random(seed)
+        ev, t = KeyEvidence(), T0
+        for _ in range(r.choice([3, 12, 40])):
+            t += r.choice([0, 1, 600, DAY / 2, 3 * DAY, 20 * DAY]) * (1 if r.random() < 0.85 else -1)
+            claim = Claim(f"s{r.randrange(r.choice([1, 2, 4, 9]))}", f"v{r.randrange(3)}", r.choice([0.3, 0.6, 0.95]), t)
+            ev = observe(ev, claim, calibrate).record
+            scores = support(ev, calibrate, Weighing())
+            winner = _winner(scores, ev.head, ev.claims[-1].value)
+            if winner is None:
+                continue
+            sources = {c.source for c in ev.claims}
+            got = _backers(ev, winner, sources, calibrate, Weighing())
+            want = {s: support(ev, calibrate, Weighing(), without=s).get(winner, 0.0) > 0 for s in sources}
+            assert got == want, (seed, ev)
+            checked += len(sources)
+            flipped += sum(not v for v in want.values())
+    assert checked > 3000 and flipped > 100  # both answers were asked for, many times
