@@ -9,7 +9,7 @@ import signal
 import socket
 import subprocess
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -18,15 +18,17 @@ import pytest
 
 @contextmanager
 def server_process(
-    cmd: list[str], log_path: Path, port: int, *, timeout: float, what: str
+    cmd: list[str], log_path: Path, port: int, *, timeout: float, what: str, env: Mapping[str, str] | None = None
 ) -> Iterator[subprocess.Popen[bytes]]:
-    """Run ``cmd`` until the block ends; the block starts once 127.0.0.1:``port`` accepts.
+    """Run ``cmd`` (in ``env``, or this process's environment) until the block ends; the
+    block starts once 127.0.0.1:``port`` accepts.
 
     The test fails (with the log's tail) if the process exits first or the port does not
     open within ``timeout`` seconds; ``what`` names the server in that message.
     """
     log = open(log_path, "wb")  # noqa: SIM115 - closed once the process is stopped
-    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+                            env=None if env is None else dict(env))  # fmt: skip
     try:
         deadline = time.time() + timeout
         while time.time() < deadline:

@@ -1,11 +1,14 @@
-"""`memorybus mcp` as a real server process (local Ray, SQLite + Qdrant Edge in a temp
-dir), driven by the official MCP SDK's client over stdio and over streamable HTTP."""
+"""`memorybus mcp` as a real server process (SQLite + Qdrant Edge in a temp dir), driven
+by the official MCP SDK's client over stdio and over streamable HTTP. The stdio server
+starts its own local Ray, as a desktop client launching it does; the HTTP server joins
+the tests' shared Ray through ``RAY_ADDRESS``, as a server started on a Ray node does."""
 
 import json
 import os
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 
 import anyio
@@ -34,8 +37,15 @@ def server_cmd(tmp, *args):
             "--num-cpus", "2", *args]  # fmt: skip
 
 
+def shared_ray_env() -> dict[str, str]:
+    """This process's environment with ``RAY_ADDRESS`` naming the shared Ray (``ray_local``)."""
+    import ray
+
+    return dict(os.environ, RAY_ADDRESS=ray.get_runtime_context().gcs_address)
+
+
 @pytest.fixture(scope="module")
-def http_server(tmp_path_factory):
+def http_server(tmp_path_factory, ray_local):
     """One HTTP server process for the module, bound to loopback, with a token file."""
     tmp = tmp_path_factory.mktemp("mcphttp")
     tokens = tmp / "tokens.json"
@@ -44,7 +54,7 @@ def http_server(tmp_path_factory):
     port = free_port()
     cmd = server_cmd(tmp / "data", "--transport", "http", "--port", str(port), "--tokens", str(tokens),
                      "--namespace", "mcp_http_t")
-    with server_process(cmd, tmp / "server.log", port, timeout=240, what="MCP HTTP") as proc:
+    with server_process(cmd, tmp / "server.log", port, timeout=240, what="MCP HTTP", env=shared_ray_env()) as proc:
         yield f"http://127.0.0.1:{port}/mcp", proc, tmp / "server.log"
 
 
@@ -66,7 +76,8 @@ def test_stdio_session_lists_tools_remembers_recalls_and_refuses_nothing_it_shou
         command=sys.executable,
         args=server_cmd(tmp_path / "data", "--org", "acme", "--user", "alice", "--agent", "claude",
                         "--namespace", "mcp_stdio_t")[1:],
-        env=dict(os.environ),
+        # a Ray of its own, in a temp directory of its own (the shared Ray's stays its own)
+        env=dict(os.environ, RAY_TMPDIR=tempfile.mkdtemp(prefix="mbmcp", dir="/tmp")),
     )
 
     async def session():

@@ -7,13 +7,15 @@
   tools as its token's identity; one that does not (system CAs, another CA) fails the
   handshake; a plaintext request to the TLS port gets nothing.
 - ``memorybus mcp --transport http --tls-cert --tls-key`` refuses half a TLS setup
-  before it starts anything; the whole server (Ray, model) on HTTPS is one test.
+  before it starts anything; the whole server (bus, model) on HTTPS, joining the
+  tests' shared Ray, is one test.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import os
 import socket
 import ssl
 import subprocess
@@ -166,7 +168,11 @@ def test_the_cli_refuses_half_a_tls_setup_before_starting_anything(pki, tmp_path
 @pytest.mark.ray
 @pytest.mark.model
 @pytest.mark.timeout(400)
-def test_memorybus_mcp_serves_https_to_a_client_that_trusts_the_ca(pki, tmp_path):
+def test_memorybus_mcp_serves_https_to_a_client_that_trusts_the_ca(pki, tmp_path, ray_local):
+    """The command as a server on a Ray node runs it: joining the Ray there (the tests'
+    shared one, through ``RAY_ADDRESS``; tests/integration/test_mcp_server.py starts one
+    with a Ray of its own)."""
+    import ray
     tokens = tmp_path / "tokens.json"
     tokens.write_text(json.dumps({"tok-alice": {"org": "acme", "user": "alice", "agent": "claude"}}))
     tokens.chmod(0o600)
@@ -174,7 +180,8 @@ def test_memorybus_mcp_serves_https_to_a_client_that_trusts_the_ca(pki, tmp_path
     cmd = [sys.executable, "-m", "memorybus.cli", "mcp", "--data-dir", str(tmp_path / "data"), "--shards", "2",
            "--num-cpus", "2", "--namespace", "mcp_tls_t", "--transport", "http", "--port", str(port),
            "--tokens", str(tokens), "--tls-cert", str(pki.server_cert), "--tls-key", str(pki.server_key)]
-    with server_process(cmd, tmp_path / "server.log", port, timeout=300, what="MCP HTTPS") as proc:
+    env = dict(os.environ, RAY_ADDRESS=ray.get_runtime_context().gcs_address)
+    with server_process(cmd, tmp_path / "server.log", port, timeout=300, what="MCP HTTPS", env=env) as proc:
         url = f"https://127.0.0.1:{port}/mcp"
 
         async def session() -> None:
