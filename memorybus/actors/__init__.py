@@ -2,19 +2,23 @@
 
 Plain classes hold the logic; this package turns them into actors with
 ``ray.remote(**options)(Class)`` and finds or creates them by name.
+
+The actor classes are imported when first asked for (module ``__getattr__``): a Ray
+worker that runs a hub, an embedder or a maintenance actor imports its class's module,
+and with it this package; importing every actor class here made each of them load the
+shard's whole stack (indexes, graph, SQLite and Qdrant Edge code: about 0.3 s of CPU
+a process on a 2-core machine) for nothing.
 """
 
 from __future__ import annotations
 
 import contextlib
+import importlib
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import ray
 
-from memorybus.actors.embedder import EmbedderActor
-from memorybus.actors.hub import HubActor
-from memorybus.actors.maintenance import ConsolidationActor, DecayActor
 from memorybus.actors.names import (
     POOL_NAMESPACE,
     embedder_actor_name,
@@ -23,11 +27,31 @@ from memorybus.actors.names import (
     maintenance_name,
     shard_actor_name,
 )
-from memorybus.actors.shard import ShardActor
 from memorybus.actors.startup import model_env_options
 from memorybus.config import Config
 from memorybus.errors import ConfigError
 from memorybus.scopes import shard_name
+
+if TYPE_CHECKING:
+    from memorybus.actors.embedder import EmbedderActor
+    from memorybus.actors.hub import HubActor
+    from memorybus.actors.maintenance import ConsolidationActor, DecayActor
+    from memorybus.actors.shard import ShardActor
+
+#: the actor classes, by name: the module each is imported from when first asked for
+_CLASSES = {
+    "EmbedderActor": "memorybus.actors.embedder",
+    "HubActor": "memorybus.actors.hub",
+    "ConsolidationActor": "memorybus.actors.maintenance",
+    "DecayActor": "memorybus.actors.maintenance",
+    "ShardActor": "memorybus.actors.shard",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _CLASSES:
+        return getattr(importlib.import_module(_CLASSES[name]), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def _options(
@@ -73,10 +97,14 @@ def hub_options(config: Config, partition: int) -> dict[str, Any]:
 
 
 def create_hub(config: Config, partition: int) -> Any:
+    from memorybus.actors.hub import HubActor
+
     return ray.remote(HubActor).options(**hub_options(config, partition)).remote(config, partition)
 
 
 def create_maintenance(config: Config, kind: str, *args: Any) -> Any:
+    from memorybus.actors.maintenance import ConsolidationActor, DecayActor
+
     cls = DecayActor if kind == "decay" else ConsolidationActor
     # a maintenance run is not retried blindly: it is idempotent, the caller reruns it
     opts = _options(config, maintenance_name(config, kind), config.shard_num_cpus, config.shard_resources,
@@ -93,12 +121,16 @@ def create_shard(config: Config, index: int) -> Any:
     # reads get a thread of their own: they never queue behind a write; writes that
     # embed wait for the embedder on threads of theirs, a caller's next ones beside them
     # (see ShardActor); a vector index build waits minutes for its process on its own
+    from memorybus.actors.shard import ShardActor
+
     groups: dict[str, Any] = {"concurrency_groups": {"reads": 1, "ingest": INGEST_THREADS, "builds": 1}}
     actor = ray.remote(**groups)(ShardActor)
     return actor.options(**shard_options(config, index)).remote(config, shard_name(index))
 
 
 def create_embedder(config: Config, index: int) -> Any:
+    from memorybus.actors.embedder import EmbedderActor
+
     return ray.remote(EmbedderActor).options(**embedder_options(config, index)).remote(config)
 
 
