@@ -23,7 +23,7 @@ import threading
 from collections.abc import Mapping
 from typing import Any
 
-from memorybus.bus.evidence import Calibrate, Tally, decay
+from memorybus.bus.claims import Calibrate, Tally, decay
 
 #: how many graded assertions the stated confidence is worth (tuned on seeds 0-4). More is
 #: better on the simulation's training seeds (``python -m benchmarks.truth_tune sweep --seeds
