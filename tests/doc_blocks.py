@@ -30,6 +30,7 @@ import time
 import traceback
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 RUNNABLE = {"python", "bash"}
 FENCE = re.compile(r"^```(\w*)[^\n]*\n(.*?)^```[ \t]*$", re.S | re.M)
@@ -63,6 +64,7 @@ def run_page(path: Path, env: dict[str, str]) -> dict:
     background: list[subprocess.Popen] = []
     namespace: dict = {"__name__": "__main__"}
     old = os.getcwd()
+    before = _live_actors()
     with tempfile.TemporaryDirectory(prefix="doc-") as work:
         os.chdir(work)
         try:
@@ -92,6 +94,7 @@ def run_page(path: Path, env: dict[str, str]) -> dict:
                     break
         finally:
             result["left_open"] = _close_buses(namespace)
+            _end_like_a_script(namespace, before)
             for proc in background:
                 with contextlib.suppress(ProcessLookupError, PermissionError):
                     os.killpg(proc.pid, signal.SIGTERM)
@@ -103,6 +106,36 @@ def run_page(path: Path, env: dict[str, str]) -> dict:
             os.chdir(old)
     result["seconds"] = round(time.monotonic() - started, 1)
     return result
+
+
+def _live_actors() -> dict[str, bool]:
+    """The actors alive in this process's Ray (id -> detached); {} without Ray."""
+    import ray
+
+    if not ray.is_initialized():
+        return {}
+    import ray._private.state as ray_state
+
+    return {aid: bool(info.get("IsDetached")) for aid, info in ray_state.actors().items() if info["State"] != "DEAD"}
+
+
+def _end_like_a_script(namespace: dict, before: dict[str, bool]) -> None:
+    """What a page's script leaves when it exits, when the page ran in this process: its
+    callback listeners stop, and the actors it started that are not detached die (Ray
+    ends a driver's actors with it). Without this an in-process page left them running
+    on the shared Ray for the modules after it."""
+    import ray
+
+    from memorybus.client.subscriptions import stop_listeners
+
+    stop_listeners(lambda sub: True)
+    if not ray.is_initialized():
+        return
+    worker: Any = ray._private.worker.global_worker
+    for aid, detached in _live_actors().items():
+        if aid not in before and not detached:
+            with contextlib.suppress(Exception):  # gone meanwhile
+                worker.core_worker.kill_actor(ray.ActorID.from_hex(aid), True)
 
 
 def _close_buses(namespace: dict) -> int:

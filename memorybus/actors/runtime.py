@@ -193,6 +193,9 @@ def run_sync(op: Op[T], timeout: float | None = None) -> T:
     try:
         going = drive.advance()
         while going:
+            if not ray.is_initialized():  # ray.get would start a new local Ray (Ray's auto-init)
+                going = drive.advance(error=BusClosed("", "this process is not connected to Ray"))
+                continue
             try:
                 if isinstance(drive.wanted, Settled):
                     result: Any = _get_settled(drive.refs(), drive.deadline)

@@ -234,6 +234,11 @@ def close(bus: BusHandle) -> None:
     """
     if bus._closed is not None:
         return
+    from memorybus.client.subscriptions import stop_listeners
+
+    # this handle's listeners first; every listener of the process when Ray goes with it
+    # (a listener's next call on a stale handle would start a new Ray)
+    stop_listeners(lambda sub: bus._owns_ray or sub.bus is bus)
     try:
         if runtime.is_connected():
             if bus._owns_actors and not bus.config.detached:
@@ -252,9 +257,12 @@ def shutdown(bus: BusHandle) -> None:
     checkpointed into the main files), then the actors are killed; the data stays.
     This handle is closed afterwards; Ray itself keeps running. Operator only."""
     from memorybus.client.identity import require_operator
+    from memorybus.client.subscriptions import stop_listeners
 
     require_operator(bus, "shutdown")
     bus._check_open()
+    # the listeners of every handle on this bus in this process: its hubs are going
+    stop_listeners(lambda sub: sub.bus.config.namespace == bus.config.namespace)
     if bus._shards is None:  # a handle that never looked them up (e.g. unpickled)
         with contextlib.suppress(BusClosed):
             _find_all(bus)

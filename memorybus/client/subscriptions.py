@@ -26,6 +26,7 @@ import logging
 import threading
 import time
 import uuid
+import weakref
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
@@ -34,7 +35,7 @@ from memorybus.actors.runtime import Op
 from memorybus.bus.records import check_name
 from memorybus.bus.targets import named
 from memorybus.client.operation import check_context, operation
-from memorybus.errors import DeliveryFailed, InvalidRequest, MemoryBusError
+from memorybus.errors import BusClosed, DeliveryFailed, InvalidRequest, MemoryBusError
 from memorybus.memory.events import Event, EventFilter
 from memorybus.scopes import Context, Scope
 
@@ -72,13 +73,22 @@ class Inbox:
         return fresh
 
 
+#: how many of a listener's errors ``Subscription.errors`` keeps (the newest)
+MAX_ERRORS = 100
+#: every callback subscription's listener running in this process (see :func:`stop_listeners`)
+_LIVE: weakref.WeakSet[Subscription] = weakref.WeakSet()
+
+
 class Subscription:
     """A live subscription (``name`` of ``context``). Push subscriptions are served by
     the hub actor; callback subscriptions run a listener thread in this process.
 
-    ``errors``: every exception the listener met (callback failures, an unreachable
-    hub actor); ``failed``: the callback error that stopped the listener after its
-    retries, or None; ``alive``: whether the listener is running.
+    ``errors``: the exceptions the listener met (callback failures, an unreachable
+    hub actor; the newest ``MAX_ERRORS``); ``failed``: the callback error that stopped
+    the listener after its retries, or None; ``alive``: whether the listener is
+    running. The listener stops when its handle closes, when the bus is shut down
+    from this process, and when this process leaves Ray: it never starts Ray again
+    (a call through a stale actor handle would, in Ray 2.60).
     """
 
     def __init__(self, bus: Any, name: str, context: Context, partition: int, cursors: dict[str, int]) -> None:
@@ -155,13 +165,21 @@ class Subscription:
         inbox = Inbox(self._acked)
         ack: dict[str, int] | None = None
         while not self._stop.is_set():
+            if self.bus.closed:  # closed, or this process left Ray: a call now would start Ray again
+                self._note(BusClosed(self.bus.config.namespace, "the handle closed: the listener stopped"))
+                return
             try:
                 ref = hub.pull.remote(self.name, self._context, ack, 0.5)
                 batch = runtime.run_sync(runtime.iter_refs([ref]), 30)[0]
             except MemoryBusError as exc:  # the hub actor restarts: keep listening
-                self.errors.append(exc)
+                self._note(exc)
                 time.sleep(0.2)
                 continue
+            except SystemExit:  # how Ray ends a pending get when this process leaves Ray meanwhile
+                if runtime.is_connected():
+                    raise
+                self._note(BusClosed(self.bus.config.namespace, "this process left Ray: the listener stopped"))
+                return
             before = dict(inbox.cursors)
             fresh = inbox.accept(batch)
             if fresh and not self._deliver(callback, fresh, loop):
@@ -170,12 +188,17 @@ class Subscription:
             ack = dict(inbox.cursors)
             self._acked = ack
 
+    def _note(self, exc: BaseException) -> None:
+        self.errors.append(exc)
+        del self.errors[:-MAX_ERRORS]
+
     def _start(self, callback: Callable[[list[Event]], Any]) -> None:
         try:
             loop: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
         except RuntimeError:
             loop = None
         self._thread = threading.Thread(target=self._listen, args=(callback, loop), daemon=True)
+        _LIVE.add(self)
         self._thread.start()
 
     def stop(self, unsubscribe: bool = False) -> None:
@@ -185,6 +208,22 @@ class Subscription:
             self._thread.join(timeout=5)
         if unsubscribe:
             _unsubscribe.__get__(self.bus)(self.name, self._context)
+
+
+def stop_listeners(which: Callable[[Subscription], bool], wait: float = 5.0) -> None:
+    """Stop the listeners of this process's callback subscriptions that ``which``
+    selects, and wait (up to ``wait`` seconds in all) for them to finish the pull or
+    the callback they are in; the subscriptions stay (subscribing again with the same
+    name resumes). The calling thread's own listener (a callback that closes its bus)
+    is told to stop, not waited for."""
+    chosen = [sub for sub in list(_LIVE) if which(sub)]
+    for sub in chosen:
+        sub._stop.set()
+    deadline = time.monotonic() + wait
+    for sub in chosen:
+        thread = sub._thread
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(max(0.0, deadline - time.monotonic()))
 
 
 async def _await(x: Any) -> Any:

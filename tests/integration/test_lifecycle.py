@@ -11,7 +11,7 @@ import pytest
 import ray
 
 import memorybus as mb
-from memorybus import Config, Context
+from memorybus import Config, Context, actors
 from memorybus.client import life
 from memorybus.encoder import embedding as embedding_module
 
@@ -124,11 +124,45 @@ def test_an_actor_ray_cannot_place_is_named_instead_of_a_silent_wait(ray_local, 
     assert any("still waiting for shard-0" in r.getMessage() for r in caplog.records)
 
 
+def test_closing_a_handle_stops_its_callback_listeners_and_leaves_the_others(ray_local, data):
+    """A callback subscription's listener thread ends with its handle: before, it went on
+    pulling from the hub of a closed handle for the life of the process."""
+    bus = mb.connect(Config.embedded(data / "l", num_shards=1, namespace="life_listen"))
+    ctx = Context("acme", "u1", "a1")
+    other = bus.with_timeout(30)  # another handle on the same bus, in this process
+    got: list[str] = []
+    kept = other.subscribe(ctx, callback=lambda batch: got.extend(e.node.content for e in batch if e.node))
+    try:
+        with bus.with_timeout(30) as short:
+            mine = short.subscribe(ctx, callback=lambda batch: None)
+            assert mine.alive
+        deadline = time.monotonic() + 5
+        while mine.alive and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not mine.alive, "the closed handle's listener still runs"
+        assert kept.alive  # the other handle's goes on, and delivers
+        bus.remember("after the other handle closed", ctx)
+        deadline = time.monotonic() + 30
+        while not got and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert got == ["after the other handle closed"]
+    finally:
+        bus.close()
+
+
 def test_after_ray_shutdown_calls_raise_bus_closed_and_never_start_ray(ray_local, data):
     # last in the module: it leaves Ray
     bus = mb.connect(Config.embedded(data / "s", num_shards=1, namespace="life_shut"))
     ctx = Context("acme", "u1", "a1")
     bus.remember("before shutdown", ctx)
+    listening = bus.subscribe(ctx, callback=lambda batch: None)  # a listener thread, pulling
+    assert listening.alive
+    # its hub gone (the bus shut down from another process): the listener goes on asking
+    ray.kill(actors.handle(bus.config, "hub"), no_restart=True)
+    deadline = time.monotonic() + 30
+    while not listening.errors and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert listening.errors and listening.alive
     ray.shutdown()
     start = time.monotonic()
     with pytest.raises(mb.BusClosed, match="not connected to Ray"):
@@ -136,7 +170,15 @@ def test_after_ray_shutdown_calls_raise_bus_closed_and_never_start_ray(ray_local
     with pytest.raises(mb.BusClosed):
         bus.remember("after", ctx)
     assert time.monotonic() - start < 1.0
+    # the listener's next pull must not start a new local Ray (Ray's calls do, on a stale
+    # handle, from any thread): it sees the process left Ray and stops
+    deadline = time.monotonic() + 5
+    while listening.alive and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not listening.alive
+    time.sleep(1.0)
     assert not ray.is_initialized()
+    assert len(listening.errors) <= 100  # bounded, whatever it met
     bus.close()  # still fine: nothing to release
 
 
