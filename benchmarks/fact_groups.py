@@ -14,7 +14,11 @@ the group path, and one thread of plain single ``assert_fact`` calls (one commit
 each: the rate without groups). The batched runs alternate, Ray then in process, for
 ``--rounds`` rounds of the same new assertions (each round's texts are new to both
 stores), each after a pause of ``SETTLE_S``; the ratio is the median of the rounds'
-ratios (one round lasts a second or two, and single rounds here vary by a third).
+ratios (one round lasts a second or two, and single rounds here vary by a third). Each
+Ray round also reports the CPU per assertion of the shard, hub and embedder actors and
+of this driver, read from ``/proc`` around the round. The rounds' writes are read back
+after the last round (a read of a fact's history is audited, and its entry, with every
+event's memory id, would be written during the next round).
 
 Every text is embedded once before the clock starts (the embedder's cache then has
 it): the write path is measured, not the model. ``--new-values`` adds a Ray run of
@@ -25,6 +29,7 @@ assert one key (``--keys 1``: every write contends for one slot) unless ``--keys
 
 from __future__ import annotations
 
+import os
 import shutil
 import statistics
 import sys
@@ -88,6 +93,12 @@ def report(label: str, n: int, elapsed: float, acked: list[str], recorded: set[s
     return out
 
 
+def process_cpu(pid: int) -> float:
+    """Seconds of CPU (user + system) process ``pid`` has used, from ``/proc``."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def pooled(runs: list[dict[str, Any]]) -> dict[str, Any]:
     """Rounds of one kind together: their assertions over their summed time."""
     n, seconds = sum(r["assertions"] for r in runs), sum(r["seconds"] for r in runs)
@@ -110,6 +121,7 @@ def main() -> int:
     import ray
 
     import memorybus as mb
+    from memorybus.actors import handle
     from memorybus.auth.keyring import derived_key
     from memorybus.shard.build import open_shard
 
@@ -186,20 +198,35 @@ def main() -> int:
         local_cfg = mb.Config.embedded(f"{data}/local", num_shards=1)
         shard = None if args.ray_only else open_shard(local_cfg, "shard-0",
                                                       audit_key=derived_key(local_cfg, "audit checkpoint"))
-        batched: dict[str, list[dict[str, Any]]] = {"ray": [], "local": []}
+        pids = {kind: int(ray.get(handle(cfg, kind).pid.remote(), timeout=60)) for kind in ("shard", "hub", "embedder")}
+        pids["driver"] = os.getpid()
+        # each round's writes are read back once, after the last round: a fact's whole
+        # history read after every round would add its read's audit entry (every event's
+        # memory id) to the shard's work during the next round
+        timed: dict[str, list[tuple[str, float, list[str], dict[str, float]]]] = {"ray": [], "local": []}
         for run in rounds:  # alternating: both sides see the same machine, round by round
             time.sleep(SETTLE_S)
+            before = {kind: process_cpu(pid) for kind, pid in pids.items()}
             t, acked = threads(nw, ray_batched(run))
-            batched["ray"].append(report(f"through Ray, assert_facts of {nb} ({run})", nw * na, t, acked,
-                                         recorded(bus)))  # fmt: skip
+            spent = {kind: (process_cpu(pid) - before[kind]) * 1000 / (nw * na) for kind, pid in pids.items()}
+            timed["ray"].append((run, t, acked, spent))
             if shard is not None:
                 def in_process(_: int, run: str = run, shard: Any = shard) -> list[str]:
                     return [i for w in range(nw) for i in local_batched(shard, run, w)]
 
                 time.sleep(SETTLE_S)
                 t, acked = threads(1, in_process)
-                batched["local"].append(report(f"in process, assert_facts of {nb} ({run})", nw * na, t, acked,
-                                               local_recorded(shard, "batched")))  # fmt: skip
+                timed["local"].append((run, t, acked, {}))
+        batched: dict[str, list[dict[str, Any]]] = {"ray": [], "local": []}
+        read_back = {"ray": recorded(bus), "local": local_recorded(shard, "batched") if shard is not None else set()}
+        for run, t, acked, spent in timed["ray"]:
+            batched["ray"].append(report(f"through Ray, assert_facts of {nb} ({run})", nw * na, t, acked,
+                                         read_back["ray"]))  # fmt: skip
+            batched["ray"][-1]["cpu_ms_per_assertion"] = spent
+            print("  CPU per assertion: " + ", ".join(f"{k} {v:.2f} ms" for k, v in spent.items()), file=sys.stderr)
+        for run, t, acked, _ in timed["local"]:
+            batched["local"].append(report(f"in process, assert_facts of {nb} ({run})", nw * na, t, acked,
+                                           read_back["local"]))  # fmt: skip
         result["ray_batched"] = pooled(batched["ray"])
     finally:
         bus.shutdown()
