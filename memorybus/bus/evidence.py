@@ -194,7 +194,7 @@ def _backers(ev: KeyEvidence, winner: str, sources: Collection[str], calibrate: 
     weights: dict[tuple[float, float | None], dict[str, float]] = {}
     out: dict[str, bool] = {}
     for left in sources:
-        if len(latest) <= (left in latest):
+        if not any(s != left for s in latest):
             out[left] = False  # no other source
             continue
         horizon = _horizon(ev, latest, stale, without=left)
@@ -312,12 +312,12 @@ def _grade(ev: KeyEvidence, calibrate: Calibrate, weighing: Weighing) -> KeyEvid
     claims = list(ev.claims)
     newest = claims[-1].value if claims else ev.head
     winner = _winner(support(ev, calibrate, weighing), ev.head, newest)
-    agreeing = [c.source for c in claims if c.value == winner and not (c.at < ev.since and c.value != ev.head)]
+    current = [i for i, c in enumerate(claims) if not (c.at < ev.since and c.value != ev.head)]
     # agreement counts when another source supports the winner too
-    backed = {} if winner is None else _backers(ev, winner, dict.fromkeys(agreeing), calibrate, weighing)
-    for i, c in enumerate(claims):
-        if c.at < ev.since and c.value != ev.head:
-            continue  # an earlier episode's claim: its grade stands
+    agreeing = dict.fromkeys(claims[i].source for i in current if claims[i].value == winner)
+    backed = {} if winner is None else _backers(ev, winner, agreeing, calibrate, weighing)
+    for i in current:  # an earlier episode's claims keep their grades
+        c = claims[i]
         grade = int(backed[c.source]) if c.value == winner else 0 if winner is None else -1
         if grade != c.grade:
             claims[i] = replace(c, grade=grade)
