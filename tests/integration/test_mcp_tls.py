@@ -75,7 +75,9 @@ def https_server(pki: Pki) -> Iterator[str]:
         time.sleep(0.05)
     yield f"{base}/mcp"
     srv.should_exit = True
+    srv.force_exit = True  # the clients' streams are done: no graceful wait for their connections
     thread.join(timeout=10)
+    assert not thread.is_alive(), "the HTTPS listener did not stop"
 
 
 def client(url: str, token: str, verify: ssl.SSLContext | bool) -> Client:
