@@ -45,7 +45,7 @@ _ROOT = Path(__file__).resolve().parent.parent
 if str(_ROOT) not in sys.path:
     sys.path.insert(0, str(_ROOT))
 
-from benchmarks.common import emit, parser, prepare_env  # noqa: E402
+from benchmarks.common import emit, log, parser, prepare_env  # noqa: E402
 
 ORG = "factbench"
 #: a pause before each batched round: the actors finish what a round left them (the hub's
@@ -112,7 +112,10 @@ def main() -> int:
     ap.add_argument("--asserts", type=int, default=100, help="assertions per writer and run")
     ap.add_argument("--batch", type=int, default=50, help="assertions per assert_facts call")
     ap.add_argument("--keys", type=int, default=1, help="writer w asserts key w %% keys")
-    ap.add_argument("--rounds", type=int, default=5, help="alternating batched rounds, Ray then in process")
+    ap.add_argument("--rounds", type=int, default=5,
+                    help="alternating batched rounds, Ray then in process (every run's texts are embedded "
+                         "beforehand and must fit the embedder's cache, Config.embed_cache_size (20,000 texts): "
+                         "with 16 writers of 100, at most 9 rounds; more and the Ray rounds embed again)")  # fmt: skip
     ap.add_argument("--new-values", action="store_true", help="also a Ray run of single calls with unseen values")
     ap.add_argument("--ray-only", action="store_true", help="no in-process runs (e.g. a checkout without groups)")
     args = ap.parse_args()
@@ -126,6 +129,10 @@ def main() -> int:
     from memorybus.shard.build import open_shard
 
     nw, na, nb = args.writers, args.asserts, args.batch
+    embedded = nw * na * (max(1, args.rounds) + 3)  # every run's texts but --new-values
+    if embedded > mb.Config().embed_cache_size:
+        log(f"warning: {embedded} texts embedded beforehand, more than the embedder's cache holds "
+            f"({mb.Config().embed_cache_size}): the Ray rounds embed again (model work in their figures)")
     ctx = mb.Context(ORG, agent="writer")
     scope = mb.Scope(ORG)
 
