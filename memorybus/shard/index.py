@@ -23,7 +23,7 @@ from memorybus.errors import IndexUnavailable
 from memorybus.memory.model import MemoryKind, MemoryNode, MemoryStatus
 from memorybus.retrieval.structure import RecallIndex
 from memorybus.retrieval.vectorcache import VectorCache
-from memorybus.storage.vectors import EdgeVectorIndex, VectorIndex
+from memorybus.storage.vectors import EdgeVectorIndex, VectorIndex, point_payload
 
 log = logging.getLogger("memorybus")
 
@@ -174,9 +174,44 @@ class SearchIndex:
                 return True
         except IndexUnavailable:
             pass  # unreadable: rebuilt below
+        if self.buildable():
+            try:
+                self.reconcile(nodes())
+                self.save(digest)
+                return False
+            except IndexUnavailable as exc:
+                log.warning("vector index could not be checked against the store (%s): rebuilding it", exc)
         self.load(nodes())
         self.save(digest)
         return False
+
+    def reconcile(self, nodes: Iterable[MemoryNode]) -> None:
+        """Make the on-disk index hold exactly ``nodes`` (those with an embedding) without
+        rebuilding it: every point's id and payload is read back (:func:`point_payload`:
+        scope, kind, status and version; a new vector always comes with a new version),
+        points whose record is missing, differs or is gone are written or deleted. What a
+        start does when the checkpoint does not vouch for the index (after a crash): reading
+        the payloads back costs a few microseconds a point, writing every point again tens.
+        Raises IndexUnavailable (the index stays stale; the caller rebuilds it)."""
+        if not isinstance(self.index, EdgeVectorIndex):
+            raise IndexUnavailable(self.backend, "only a Qdrant Edge index is checked in place")
+        self._journal = None
+        self.stale = True
+        self._checkpointed = False
+        held = self.index.payloads()
+        batch: list[MemoryNode] = []
+        for node in nodes:
+            if node.embedding is None:
+                continue
+            if held.pop(node.id, None) != point_payload(node):
+                batch.append(node)
+                if len(batch) >= _BATCH:
+                    self.index.upsert(batch)
+                    batch = []
+        self.index.upsert(batch)
+        self.index.delete(list(held))  # points of records that are gone
+        self.stale = False
+        self.changes_since_build = self.index.count()
 
     def save(self, digest: str) -> bool:
         """Record that the index holds what ``digest`` describes (a current index only)."""

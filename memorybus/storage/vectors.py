@@ -75,11 +75,15 @@ class VectorIndex(NearestIndex, Protocol):
     def close(self) -> None: ...
 
 
-def _payload(node: MemoryNode) -> dict[str, Any]:
+def point_payload(node: MemoryNode) -> dict[str, Any]:
+    """What a memory's point carries beside its vector: what searches filter on, and its
+    version (a new vector always comes with a new version, so a point whose payload
+    matches its record's holds that record's vector)."""
     return {
         "scope": node.scope.key,
         "kind": MemoryKind(node.kind).value,
         "status": MemoryStatus(node.status).value,
+        "version": int(node.version),
     }
 
 
@@ -179,7 +183,7 @@ class EdgeVectorIndex(_Qdrant):
             raise IndexUnavailable(self.backend, str(exc)) from None
 
     def _upsert(self, nodes: Sequence[MemoryNode]) -> None:
-        points = [self._m.Point(n.id, _vector(n), _payload(n)) for n in nodes]
+        points = [self._m.Point(n.id, _vector(n), point_payload(n)) for n in nodes]
         self._call("update", self._m.UpdateOperation.upsert_points(points))
 
     def _set_payload(self, ids: list[str], payload: dict[str, Any]) -> None:
@@ -195,6 +199,19 @@ class EdgeVectorIndex(_Qdrant):
 
     def count(self) -> int:
         return int(self._call("count", self._m.CountRequest(exact=True)))
+
+    def payloads(self, page: int = 5000) -> dict[str, dict[str, Any]]:
+        """Every point's id and payload (no vectors), read page by page: what a start after
+        a crash checks against the store instead of rebuilding the index."""
+        out: dict[str, dict[str, Any]] = {}
+        offset = None
+        while True:
+            req = self._m.ScrollRequest(offset=offset, limit=page, with_payload=True, with_vector=False)
+            records, offset = self._call("scroll", req)
+            for r in records:
+                out[str(r.id)] = dict(r.payload or {})
+            if offset is None or not records:
+                return out
 
     def optimize(self) -> bool:
         """Build HNSW / merge segments now, in this process. It holds the interpreter
@@ -309,7 +326,7 @@ class QdrantClientIndex(_Qdrant):
             raise IndexUnavailable(self.backend, str(exc)) from None
 
     def _upsert(self, nodes: Sequence[MemoryNode]) -> None:
-        points = [self._m.PointStruct(id=n.id, vector=_vector(n), payload=_payload(n)) for n in nodes]
+        points = [self._m.PointStruct(id=n.id, vector=_vector(n), payload=point_payload(n)) for n in nodes]
         self._do(self._client.upsert, self.collection, points=points, wait=True)
 
     def _set_payload(self, ids: list[str], payload: dict[str, Any]) -> None:
