@@ -15,6 +15,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import time
+import uuid
 from collections.abc import Callable, Iterable, Sequence
 
 import numpy as np
@@ -203,7 +204,8 @@ class SearchIndex:
         for node in nodes:
             if node.embedding is None:
                 continue
-            if held.pop(node.id, None) != point_payload(node):
+            key = node.id if node.id in held else _point_id(node.id)  # as the index spells it
+            if held.pop(key, None) != point_payload(node):
                 batch.append(node)
                 if len(batch) >= _BATCH:
                     self.index.upsert(batch)
@@ -281,6 +283,15 @@ class SearchIndex:
             self.save(digest)
         self._closed = True  # a build that ends after this is not swapped in
         self.index.close()
+
+
+def _point_id(memory_id: str) -> str:
+    """A memory id as the vector index gives it back (a UUID's canonical form), so a
+    point is never taken for one whose record is gone because of how its id is written."""
+    try:
+        return str(uuid.UUID(memory_id))
+    except ValueError:
+        return memory_id
 
 
 def index_digest(nodes: Iterable[MemoryNode], dim: int) -> str:

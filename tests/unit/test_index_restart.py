@@ -179,3 +179,11 @@ def test_an_index_whose_points_carry_no_version_is_written_again_once(tmp_path, 
     third = open_shard(tmp_path)
     assert written_again == [] and third.index.count() == 31 and top(third, vecs(1, 3)[0]) == late.id
     third.close()
+
+
+def test_a_point_is_matched_to_its_record_whatever_the_case_of_the_id():
+    from memorybus.shard.index import _point_id
+
+    canonical = "aeeb0000-0ac6-8ce5-9b5b-ac463a4827a6"
+    assert _point_id(canonical.upper()) == canonical == _point_id(canonical)
+    assert _point_id("not-a-uuid") == "not-a-uuid"
