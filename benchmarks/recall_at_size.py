@@ -111,13 +111,10 @@ def prefill(data_dir: str, n: int, users: int, shards: int, jobs: int) -> dict[s
         if (done["n"], done["users"], done["shards"]) == (n, users, shards):
             return done
         raise SystemExit(f"{data_dir} holds another corpus ({done}); pass --rebuild")
-    from memorybus.auth.credential import OPERATOR_ORG
-    from memorybus.auth.keyring import KeyRing, open_keys
+    from memorybus.auth.keyring import derived_key
 
     os.makedirs(data_dir, exist_ok=True)
-    kv = open_keys(_config(data_dir, shards))  # the key ring connect() makes
-    KeyRing.load(kv).ensure(OPERATOR_ORG)
-    kv.close()
+    derived_key(_config(data_dir, shards), "audit checkpoint")  # the key ring, once, before the shards' processes
     t0 = time.perf_counter()
     pending = list(range(shards))
     running: list[tuple[int, subprocess.Popen[str]]] = []

@@ -145,26 +145,42 @@ class SearchIndex:
     def load(self, nodes: Iterable[MemoryNode]) -> None:
         """Reset the index and fill it with ``nodes`` (those with an embedding): the
         rebuild from the store. Raises IndexUnavailable (the index stays stale)."""
+        self._invalidate()
+        self.index.reset()
+        self._fill(nodes, {})
+
+    def _invalidate(self) -> None:
+        """Before the index is brought back to the store: stale until that is done."""
         self._journal = None  # a build under way no longer matches: abandoned
         self.stale = True
         self._checkpointed = False
-        self.index.reset()
+
+    def _fill(self, nodes: Iterable[MemoryNode], held: dict[str, dict[str, object]]) -> None:
+        """Write each of ``nodes`` (those with an embedding) whose point is not in ``held``
+        (the points in the index: id -> payload) as its record says, delete the points
+        left in ``held`` (their records are gone); the index is current again."""
         batch: list[MemoryNode] = []
         for node in nodes:
             if node.embedding is None:
                 continue
+            if held:  # the point there, if any, by the index's spelling of its id
+                there = held.pop(node.id if node.id in held else _point_id(node.id), None)
+                if there == point_payload(node):
+                    continue
             batch.append(node)
             if len(batch) >= _BATCH:
                 self.index.upsert(batch)
                 batch = []
         self.index.upsert(batch)
+        self.index.delete(list(held))
         self.stale = False
         self.changes_since_build = self.index.count()
 
     def open(self, digest: str, count: int, nodes: Callable[[], Iterable[MemoryNode]]) -> bool:
         """At start: keep the on-disk index if its checkpoint is ``digest`` (the store's
-        records, see :func:`index_digest`) and it holds ``count`` points; else rebuild it
-        from ``nodes()`` and checkpoint it. A checkpoint exists only while the index holds
+        records, see :func:`index_digest`) and it holds ``count`` points; else bring it to
+        ``nodes()`` (checked in place, :meth:`reconcile`, or rebuilt when that fails) and
+        checkpoint it. A checkpoint exists only while the index holds
         what it says: the first change after it removes it (:meth:`_change`). Returns
         whether the index was trusted. Raises IndexUnavailable when it cannot be rebuilt."""
         saved = self.index.checkpoint()
@@ -196,24 +212,8 @@ class SearchIndex:
         Raises IndexUnavailable (the index stays stale; the caller rebuilds it)."""
         if not isinstance(self.index, EdgeVectorIndex):
             raise IndexUnavailable(self.backend, "only a Qdrant Edge index is checked in place")
-        self._journal = None
-        self.stale = True
-        self._checkpointed = False
-        held = self.index.payloads()
-        batch: list[MemoryNode] = []
-        for node in nodes:
-            if node.embedding is None:
-                continue
-            key = node.id if node.id in held else _point_id(node.id)  # as the index spells it
-            if held.pop(key, None) != point_payload(node):
-                batch.append(node)
-                if len(batch) >= _BATCH:
-                    self.index.upsert(batch)
-                    batch = []
-        self.index.upsert(batch)
-        self.index.delete(list(held))  # points of records that are gone
-        self.stale = False
-        self.changes_since_build = self.index.count()
+        self._invalidate()
+        self._fill(nodes, self.index.payloads())
 
     def save(self, digest: str) -> bool:
         """Record that the index holds what ``digest`` describes (a current index only)."""

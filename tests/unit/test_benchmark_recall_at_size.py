@@ -19,17 +19,11 @@ def test_each_shard_holds_exactly_its_users_memories(tmp_path):
     router = Router(shards)
     for s, us in enumerate(owners):
         assert all(router.shard_for(Scope(ras.ORG, f"u{u}").key) == s for u in us)
-    # the key ring first, as prefill() makes it; then each shard filled in this process
+    # each shard filled in this process (fill_shard makes the key ring on first use)
     (tmp_path / ras.DONE).write_text(json.dumps({"n": 1, "users": 1, "shards": 1}))
     with pytest.raises(SystemExit, match="another corpus"):  # a directory of another corpus is not reused
         ras.prefill(str(tmp_path), n, users, shards, jobs=1)
     (tmp_path / ras.DONE).unlink()
-    from memorybus.auth.credential import OPERATOR_ORG
-    from memorybus.auth.keyring import KeyRing, open_keys
-
-    kv = open_keys(ras._config(str(tmp_path), shards))
-    KeyRing.load(kv).ensure(OPERATOR_ORG)
-    kv.close()
     filled = [ras.fill_shard(str(tmp_path), s, n, users, shards) for s in range(shards)]
     per_user = {u: len(range(u, n, users)) for u in range(users)}  # memory i belongs to user i % users
     assert [f["memories"] for f in filled] == [sum(per_user[u] for u in us) for us in owners]
