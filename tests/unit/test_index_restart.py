@@ -187,3 +187,22 @@ def test_a_point_is_matched_to_its_record_whatever_the_case_of_the_id():
     canonical = "aeeb0000-0ac6-8ce5-9b5b-ac463a4827a6"
     assert _point_id(canonical.upper()) == canonical == _point_id(canonical)
     assert _point_id("not-a-uuid") == "not-a-uuid"
+
+
+def test_an_index_that_cannot_be_read_back_is_rebuilt_from_the_store(tmp_path, written, monkeypatch):
+    from memorybus.errors import IndexUnavailable
+
+    shard, stored = written
+    crash(shard)
+    index = EdgeVectorIndex(tmp_path / "v", DIM)
+    index.delete([stored[2].id])
+    index.close()
+
+    def unreadable(self, page=5000):
+        raise IndexUnavailable("qdrant-edge", "scroll failed")
+
+    monkeypatch.setattr(EdgeVectorIndex, "payloads", unreadable)
+    again = open_shard(tmp_path)
+    assert not again.index.stale and again.index.count() == 30
+    assert top(again, vecs(30, 1)[2]) == stored[2].id  # rebuilt: the missing point is back
+    again.close()
