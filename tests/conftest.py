@@ -279,3 +279,21 @@ def pytest_sessionfinish() -> None:
     from tests import shared_ray
 
     shared_ray.stop()
+
+
+#: MEMORYBUS_TEST_TIMELINE=<file>: one line per test, "start end worker test id" (seconds
+#: since the epoch), to see what each pytest-xdist worker ran when (docs/testing.md)
+_TIMELINE = os.environ.get("MEMORYBUS_TEST_TIMELINE")
+_started: dict[str, float] = {}
+
+
+def pytest_runtest_logstart(nodeid: str, location: Any) -> None:
+    if _TIMELINE:
+        _started[nodeid] = time.time()
+
+
+def pytest_runtest_logfinish(nodeid: str, location: Any) -> None:
+    if _TIMELINE:
+        with open(_TIMELINE, "a") as f:
+            f.write(f"{_started.pop(nodeid, 0.0):.1f} {time.time():.1f} "
+                    f"{os.environ.get('PYTEST_XDIST_WORKER', 'main')} {nodeid}\n")

@@ -38,9 +38,9 @@ def org():
     return f"org{uuid.uuid4().hex[:8]}"
 
 
-#: assertions per writer: 16 x 80 interleave on one key as densely as 16 x 200 did (every
+#: assertions per writer: 16 x 40 interleave on one key as densely as 16 x 200 did (every
 #: writer's calls overlap the others' from first to last; the test checks they interleave)
-PER_WRITER = 80
+PER_WRITER = 40
 
 
 def test_sixteen_concurrent_writers_lose_no_update(bus):
