@@ -7,8 +7,8 @@ certificate from another CA, are refused.
 
 A private head (``ray start --head --block`` in its own session, its own port,
 temp dir and HOME, so no ``~/.ray/auth_token`` is involved), stopped by pid.
-About 30 s, most of it the refused driver (``ray.init`` gives up after 20 s): the refused
-callers of a test are run at once.
+The refused callers of a test are run at once, each told to give up after a few tries
+(Ray's own patience is 20 s for a driver, 60 s for a GCS client).
 """
 
 from __future__ import annotations
@@ -144,8 +144,10 @@ def test_callers_without_the_token_are_refused(head, tmp_path):
         {**base, "RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN_PATH": str(other)},  # another cluster's token
         {**base, "RAY_AUTH_MODE": "disabled"},
     )
-    # and a whole driver without the token: ray.init fails (after about 20 s), no task runs
-    *answers, driver = probes([*((GCS_PROBE, env) for env in gcs_callers), (DRIVER, base)], address)
+    # and a whole driver without the token: ray.init fails, no task runs (it asks the GCS
+    # RAY_NUM_REDIS_GET_RETRIES times, a second apart: 3 here instead of Ray's 20)
+    impatient = {**base, "RAY_NUM_REDIS_GET_RETRIES": "3"}
+    *answers, driver = probes([*((GCS_PROBE, env) for env in gcs_callers), (DRIVER, impatient)], address)
     for answer in answers:
         assert answer.startswith("REFUSED AuthenticationError"), answer
         assert token.read_text() not in answer
@@ -160,9 +162,11 @@ def test_callers_with_the_token_but_without_the_clusters_tls_are_refused(head):
     other_ca = {**with_token, **{k: v.replace(str(Path(base["RAY_TLS_CA_CERT"]).parent), other_dir)
                                  for k, v in base.items() if k.startswith("RAY_TLS")}}
     assert other_ca["RAY_TLS_CA_CERT"].startswith(other_dir)
-    # a failed handshake looks like a GCS that is not up: the client gives up after 5 s
-    # (not 60) and ends its process ("Failed to connect to GCS"); it is never admitted
-    quick = {"RAY_gcs_rpc_server_reconnect_timeout_s": "5"}
+    # a failed handshake looks like a GCS that is not up: the client gives up after a few
+    # seconds (told to: Ray's own patience is 15 s to connect, 60 s to reconnect) and ends
+    # its process ("Failed to connect to GCS"); it is never admitted
+    quick = {"RAY_gcs_rpc_server_reconnect_timeout_s": "3", "RAY_gcs_rpc_server_connect_timeout_s": "2",
+             "RAY_py_gcs_connect_timeout_s": "3"}
     for stdout, stderr in run_all([(GCS_PROBE, {**env, **quick}) for env in (plaintext, other_ca)], address):
         assert "ADMITTED" not in stdout, stdout
         assert "REFUSED" in stdout or "Failed to connect to GCS" in stderr, stderr[-2000:]
