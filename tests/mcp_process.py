@@ -15,6 +15,9 @@ from pathlib import Path
 
 import pytest
 
+#: seconds a server has to stop after SIGTERM: the listener's grace for open connections
+#: (memorybus.integrations.mcp_http.GRACEFUL_SHUTDOWN_S, 5 s), then the bus's shutdown
+STOP_S = 20.0
 
 @contextmanager
 def server_process(
@@ -42,9 +45,14 @@ def server_process(
         yield proc
     finally:
         os.killpg(proc.pid, signal.SIGTERM)
+        stopped = True
         try:
-            proc.wait(timeout=20)
+            proc.wait(timeout=STOP_S)
         except subprocess.TimeoutExpired:
+            stopped = False
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait(timeout=10)
         log.close()
+    # a server must stop on SIGTERM by itself, whatever its clients left open (checked
+    # after the block: a failure inside it is reported first)
+    assert stopped, f"the {what} server was still running {STOP_S} s after SIGTERM: " + log_path.read_text()[-3000:]

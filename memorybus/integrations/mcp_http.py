@@ -10,6 +10,10 @@ both or neither, readable regular files; ConfigError naming the flag); a listene
 an address other than loopback without TLS is reported by :func:`plaintext_warning`
 (bearer tokens would cross the network in clear) — the CLI prints it, it does not
 refuse, since a TLS-terminating reverse proxy on the same host is a sound setup.
+On SIGTERM or SIGINT the listener stops taking connections, gives the requests in flight
+up to :data:`GRACEFUL_SHUTDOWN_S` seconds, then closes whatever connection is still open
+(a client holding one, or one stuck in its TLS handshake, never keeps the server up);
+the bus is closed after that.
 """
 
 from __future__ import annotations
@@ -19,6 +23,10 @@ from typing import Any
 
 from memorybus.config.urls import is_loopback
 from memorybus.errors import ConfigError
+
+#: seconds a stopping listener waits for open connections before it closes them
+#: (uvicorn waits for ever by default: one idle client would keep the server up)
+GRACEFUL_SHUTDOWN_S = 5.0
 
 
 def check_tls_files(cert: str | None, key: str | None) -> bool:
@@ -56,7 +64,8 @@ def http_server(server: Any, host: str, port: int, *, tls_cert: str | None = Non
     tls = check_tls_files(tls_cert, tls_key)
     app = server.streamable_http_app(streamable_http_path=path, host=host)
     options: dict[str, Any] = {"ssl_certfile": tls_cert, "ssl_keyfile": tls_key} if tls else {}
-    config = uvicorn.Config(app, host=host, port=port, log_level=server.settings.log_level.lower(), **options)
+    config = uvicorn.Config(app, host=host, port=port, log_level=server.settings.log_level.lower(),
+                            timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S, **options)  # fmt: skip
     return uvicorn.Server(config)
 
 
