@@ -26,7 +26,7 @@ from memorybus.errors import ConfigError
 
 #: seconds a stopping listener waits for open connections before it closes them
 #: (uvicorn waits for ever by default: one idle client would keep the server up)
-GRACEFUL_SHUTDOWN_S = 5.0
+GRACEFUL_SHUTDOWN_S = 5
 
 
 def check_tls_files(cert: str | None, key: str | None) -> bool:
