@@ -12,8 +12,8 @@ an address other than loopback without TLS is reported by :func:`plaintext_warni
 refuse, since a TLS-terminating reverse proxy on the same host is a sound setup.
 On SIGTERM or SIGINT the listener stops taking connections, gives the requests in flight
 up to :data:`GRACEFUL_SHUTDOWN_S` seconds, then closes whatever connection is still open
-(a client holding one, or one stuck in its TLS handshake, never keeps the server up);
-the bus is closed after that.
+(uvicorn's default waits for every one: over HTTPS, what a session and a refused
+handshake left open kept the server up until it was killed); the bus is closed after that.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from memorybus.config.urls import is_loopback
 from memorybus.errors import ConfigError
 
 #: seconds a stopping listener waits for open connections before it closes them
-#: (uvicorn waits for ever by default: one idle client would keep the server up)
+#: (uvicorn waits for ever by default: a connection a client left open kept the server up)
 GRACEFUL_SHUTDOWN_S = 5
 
 
