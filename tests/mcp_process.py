@@ -19,6 +19,7 @@ import pytest
 #: (memorybus.integrations.mcp_http.GRACEFUL_SHUTDOWN_S, 5 s), then the bus's shutdown
 STOP_S = 20.0
 
+
 @contextmanager
 def server_process(
     cmd: list[str], log_path: Path, port: int, *, timeout: float, what: str, env: Mapping[str, str] | None = None
