@@ -97,6 +97,15 @@ class Progress:
                 self._next += self.every
 
 
+def process_cpu(pid: int) -> float:
+    """Seconds of CPU (user + system) process ``pid`` has used, from ``/proc``; 0.0 once gone."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def log(msg: str) -> None:
     print(msg, file=sys.stderr, flush=True)
 

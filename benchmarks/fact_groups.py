@@ -45,7 +45,7 @@ _ROOT = Path(__file__).resolve().parent.parent
 if str(_ROOT) not in sys.path:
     sys.path.insert(0, str(_ROOT))
 
-from benchmarks.common import emit, log, parser, prepare_env  # noqa: E402
+from benchmarks.common import emit, log, parser, prepare_env, process_cpu  # noqa: E402
 
 ORG = "factbench"
 #: a pause before each batched round: the actors finish what a round left them (the hub's
@@ -91,12 +91,6 @@ def report(label: str, n: int, elapsed: float, acked: list[str], recorded: set[s
            "lost": lost}
     print(f"{label}: {n / elapsed:.0f} resolved/s ({n} in {elapsed:.2f}s), lost {lost}", file=sys.stderr)
     return out
-
-
-def process_cpu(pid: int) -> float:
-    """Seconds of CPU (user + system) process ``pid`` has used, from ``/proc``."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def pooled(runs: list[dict[str, Any]]) -> dict[str, Any]:

@@ -43,20 +43,11 @@ _ROOT = Path(__file__).resolve().parent.parent
 if str(_ROOT) not in sys.path:
     sys.path.insert(0, str(_ROOT))
 
-from benchmarks.common import emit, log, make_texts, parser, prepare_env  # noqa: E402
+from benchmarks.common import emit, log, make_texts, parser, prepare_env, process_cpu  # noqa: E402
 
 #: a pause before each round: the actors finish what the last one left them (the hub's
 #: publishing, the index's catch-up) before the clock starts
 SETTLE_S = 2.0
-
-
-def process_cpu(pid: int) -> float:
-    """Seconds of CPU (user + system) process ``pid`` has used, from ``/proc``; 0.0 once gone."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except OSError:
-        return 0.0
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def machine_busy() -> float:
@@ -144,7 +135,7 @@ def main() -> int:
             others = {pid: name for pid, name in session_processes(session).items() if pid not in pids.values()}
             before = {kind: process_cpu(pid) for kind, pid in pids.items()}
             before_others = {pid: process_cpu(pid) for pid in others}
-            misses = ray.get(embedder.stats.remote(), timeout=60)["encoded"]
+            encoded = ray.get(embedder.stats.remote(), timeout=60)["encoded"]
             busy, t = machine_busy(), time.perf_counter()
             for lo in range(0, n, nb):
                 acked += [m.id for m in bus.remember_many(ray_texts[r][lo : lo + nb], ctx)]
@@ -153,13 +144,13 @@ def main() -> int:
             spent = {kind: (process_cpu(pid) - before[kind]) * 1000 / n for kind, pid in pids.items()}
             # every other process of the session: Ray's daemons, the maintenance actors, idle workers
             # (a process started during the round counts from zero)
-            later = {pid: name for pid, name in session_processes(session).items() if pid not in pids.values()}
-            spent["ray_other"] = sum(process_cpu(pid) - before_others.get(pid, 0.0) for pid in later) * 1000 / n
-            top = sorted(((process_cpu(pid) - before_others.get(pid, 0.0), name) for pid, name in later.items()),
-                         reverse=True)[:4]
+            later = [(process_cpu(pid) - before_others.get(pid, 0.0), name)
+                     for pid, name in session_processes(session).items() if pid not in pids.values()]  # fmt: skip
+            spent["ray_other"] = sum(s for s, _ in later) * 1000 / n
+            top = sorted(later, reverse=True)[:4]
             log("  largest other processes: " + ", ".join(f"{name} {s * 1000 / n:.3f} ms" for s, name in top))
             spent["all"] = sum(spent.values())
-            spent["embedded_anew"] = ray.get(embedder.stats.remote(), timeout=60)["encoded"] - misses
+            spent["embedded_anew"] = ray.get(embedder.stats.remote(), timeout=60)["encoded"] - encoded
             spent["machine"] = busy * 1000 / n
             spent["per_s"] = n / elapsed
             per_round.append(spent)

@@ -11,6 +11,7 @@ import sys
 import time
 
 from benchmarks import ingest_cpu
+from benchmarks.common import process_cpu
 
 # a "daemon" naming the session directory, which starts a child that names nothing and
 # burns some CPU; the grandchild is found by descent, not by name
@@ -36,9 +37,9 @@ def test_session_processes_are_the_daemons_and_all_their_descendants(tmp_path):
         assert outsider.pid not in found and os.getpid() not in found
         assert found[child].startswith("python")
         deadline = time.monotonic() + 10
-        while ingest_cpu.process_cpu(child) < 0.25 and time.monotonic() < deadline:
+        while process_cpu(child) < 0.25 and time.monotonic() < deadline:
             time.sleep(0.05)
-        assert 0.25 <= ingest_cpu.process_cpu(child) < 5  # the child's own busy loop, from /proc
+        assert 0.25 <= process_cpu(child) < 5  # the child's own busy loop, from /proc
     finally:
         if child:
             with contextlib.suppress(ProcessLookupError):
@@ -51,7 +52,7 @@ def test_session_processes_are_the_daemons_and_all_their_descendants(tmp_path):
 def test_a_process_that_is_gone_counts_nothing_and_the_machine_is_busy_over_time():
     proc = subprocess.Popen([sys.executable, "-c", "pass"])
     proc.wait()
-    assert ingest_cpu.process_cpu(proc.pid) == 0.0
+    assert process_cpu(proc.pid) == 0.0
     before = ingest_cpu.machine_busy()
     t = time.process_time()
     while time.process_time() - t < 0.2:
