@@ -7,6 +7,7 @@ bus's actors (``check_capacity``). Functions of :mod:`memorybus.actors.runtime`
 from __future__ import annotations
 
 import logging
+import math
 import os
 import time
 from typing import Any
@@ -156,6 +157,7 @@ def check_capacity(config: Config, wait: float = 5.0) -> None:
         if time.monotonic() >= deadline:
             break
         time.sleep(0.5)
+    wanted = max(2, math.ceil(need - 1e-9))  # the CPUs a one-node Ray needs for this bus
     if homeless:
         what, cpus, res = homeless[0]
         reason = f"no Ray node has {cpus} CPU" + (f" and resources {res}" if res else "") + f" for the {what} actor"
@@ -165,6 +167,6 @@ def check_capacity(config: Config, wait: float = 5.0) -> None:
         "num_cpus",
         f"{reason} (embedder_num_cpus={config.embedder_num_cpus} x {config.embedder_replicas} replicas, "
         f"shard_num_cpus={config.shard_num_cpus} x {len(demand) - config.embedder_replicas} shard and hub actors): "
-        "start Ray with more CPUs (ray.init(num_cpus=2), or connect(config, num_cpus=2)) or lower "
+        f"start Ray with more CPUs (ray.init(num_cpus={wanted}), or connect(config, num_cpus={wanted})) or lower "
         "Config.embedder_num_cpus (e.g. 0.5)",
     )

@@ -64,10 +64,25 @@ def _connect(data_dir: str, namespace: str, shards: int, ranking: RankingWeights
 
 
 def _shutdown(bus: Any) -> None:
+    """Stop the bus's actors; Ray stays up (see :func:`_own_ray`)."""
+    bus.shutdown()
+
+
+def _on_ray() -> bool:
+    """Is this process on a Ray already? A run that is joins it and leaves it running
+    (:func:`_leave_ray`); one that is not starts a local Ray at its first ``connect``."""
     from memorybus.actors import runtime
 
-    bus.shutdown()
-    runtime.shutdown()
+    return runtime.is_connected()
+
+
+def _leave_ray(joined: bool) -> None:
+    """At the end of a run: stop the local Ray it started (once for the whole run, not
+    after each bus: every bus of a run shares it)."""
+    from memorybus.actors import runtime
+
+    if not joined and runtime.is_connected():
+        runtime.shutdown()
 
 
 def _summary(rows: list[dict[str, Any]], key: str, groups: dict[Any, str], overall: Sequence[Any],
@@ -129,6 +144,7 @@ def run_locomo(
     raw_lat_st: list[float] = []
     raw_enc = [0.0, 0.0]  # texts, seconds (lean path, paired with each ingest)
     qvecs: dict[tuple[str, int], np.ndarray] = {}
+    joined = _on_ray()
     try:
         for suffix, weights in paths:
             data_dir = tempfile.mkdtemp(prefix="mb-eval-")
@@ -174,6 +190,7 @@ def run_locomo(
                 _shutdown(bus)
                 shutil.rmtree(data_dir, ignore_errors=True)
     finally:
+        _leave_ray(joined)
         raw.close()
 
     for c in convs:
@@ -274,6 +291,7 @@ def run_longmemeval(
 
     data_dir = tempfile.mkdtemp(prefix="mb-eval-")
     speed: dict[str, Any] = {}
+    joined = _on_ray()
     try:
         bus = _connect(data_dir, "mb_eval_lme", shards, ranking, model=model)
         try:
@@ -300,6 +318,7 @@ def run_longmemeval(
         finally:
             _shutdown(bus)
     finally:
+        _leave_ray(joined)
         shutil.rmtree(data_dir, ignore_errors=True)
 
     types = sorted({it.question_type for it in items})

@@ -3,7 +3,8 @@
 every remember names its scope, categories and importance, and recalls are shallow, so
 CrewAI calls no model of its own). Exits non-zero on the first failed check.
 
-``python -m tests.integration.crewai_probe WORKDIR``
+``python -m tests.integration.crewai_probe WORKDIR``: on the Ray ``RAY_ADDRESS`` names, else a local
+one of its own.
 """
 
 from __future__ import annotations
@@ -119,7 +120,10 @@ def docs_block(work: Path) -> None:
 
 def main() -> None:
     work = Path(sys.argv[1])
-    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
+    if os.environ.get("RAY_ADDRESS"):  # the tests' shared Ray (its embedder pool has the model loaded)
+        ray.init(address=os.environ["RAY_ADDRESS"], log_to_driver=False, configure_logging=False)
+    else:
+        ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
     try:
         bus = mb.connect(mb.Config.embedded(work / "bus", num_shards=2, namespace="crewai_t"))
         try:

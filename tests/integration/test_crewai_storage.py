@@ -24,9 +24,14 @@ def venv_python() -> str:
     return str(crewai_venv.python())
 
 
-def test_bus_storage_meets_crewai_memory_and_runs_the_docs_example(venv_python, tmp_path):
+def test_bus_storage_meets_crewai_memory_and_runs_the_docs_example(ray_local, venv_python, tmp_path):
+    """The venv's interpreter joins the tests' shared Ray (``RAY_ADDRESS``): its actors run
+    the shared environment's memorybus, as they would on a cluster's nodes."""
+    import ray
+
     env = dict(os.environ, PYTHONPATH=str(crewai_venv.ROOT), HF_HUB_OFFLINE="1", CREWAI_DISABLE_TELEMETRY="true",
-               OTEL_SDK_DISABLED="true", CREWAI_TRACING_ENABLED="false")  # fmt: skip
+               OTEL_SDK_DISABLED="true", CREWAI_TRACING_ENABLED="false",
+               RAY_ADDRESS=ray.get_runtime_context().gcs_address)  # fmt: skip
     proc = subprocess.run([venv_python, "-m", "tests.integration.crewai_probe", str(tmp_path)], cwd=crewai_venv.ROOT,
                           env=env, capture_output=True, text=True, timeout=600, check=False)  # fmt: skip
     out = proc.stdout + proc.stderr

@@ -1,10 +1,10 @@
-"""The README's main job: ``memorybus demo`` runs end to end and agents find each other's
-memories; it cleans up after itself, and bad flags fail in one line leaving nothing behind."""
+"""`memorybus demo`, the scripted walk-through the README names: it runs end to end and
+agents find each other's memories; it cleans up after itself, and bad flags fail in one
+line leaving nothing behind."""
 
 import os
 import subprocess
 import sys
-import tempfile
 
 import pytest
 
@@ -22,12 +22,16 @@ def _run(args, tmp, timeout=240):
 
 
 @pytest.mark.slow
-def test_demo_runs_and_agents_recall_shared_memories(tmp_path):
+def test_demo_runs_and_agents_recall_shared_memories(ray_local, tmp_path):
+    """The demo joins the tests' shared Ray through ``RAY_ADDRESS``, as a command run on a
+    Ray node does (a command starting its own local Ray is tested by test_simulation.py's
+    README command, test_mcp_server.py's stdio server and test_sigterm.py); its data
+    directory is in a private TMPDIR."""
+    import ray
+
     tmp = tmp_path / "t"
     tmp.mkdir()
-    # Ray's own session files need a short path: keep RAY_TMPDIR short, TMPDIR private
-    ray_tmp = tempfile.mkdtemp(prefix="mbdemo", dir="/tmp")
-    env = dict(os.environ, RAY_TMPDIR=ray_tmp, TMPDIR=str(tmp))
+    env = dict(os.environ, TMPDIR=str(tmp), RAY_ADDRESS=ray.get_runtime_context().gcs_address)
     proc = subprocess.run(
         [sys.executable, "-m", "memorybus.cli", "demo"], capture_output=True, text=True, timeout=240, env=env,
         check=False,

@@ -7,7 +7,7 @@ The pages run in this process, on the tests' shared local Ray (``ray_local``): a
 (``memorybus mcp``) joins it through ``RAY_ADDRESS``, as a command started on a Ray node does;
 a Ray and a model load less for each (the commands starting their own local Ray are
 tested as written by tests/integration/test_mcp_server.py, test_simulation.py and
-test_demo.py). After each page, what its script's exit would end is ended: its callback
+test_sigterm.py). After each page, what its script's exit would end is ended: its callback
 listeners stop and the actors it started (not detached) are killed, so nothing of a page
 outlives it on the shared Ray."""
 

@@ -1,20 +1,27 @@
 """A bus reopened on its data directory in a NEW Ray cluster (issue 32, items 1 and 4).
 
-This module starts Ray itself, twice: ``connect`` starts a local Ray and ``close``
-stops it (what a user's script does when run again), so it uses no shared Ray
-fixture. Cycle 1 subscribes three actors (a named one that comes back, a named one
-that never does, an unnamed one) and closes; cycle 2 connects the same config in a
-new Ray. The second cycle's bus is then shared by the tests below.
+Cycle 1 runs as a user's script does: a process of its own whose ``connect`` starts a
+local Ray and whose ``close`` stops it. It subscribes three actors (a named one that
+comes back, a named one that never does, an unnamed one) and closes. Cycle 2 connects
+the same config here, on the tests' shared Ray (``ray_local``): a Ray cycle 1's bus
+never ran on, so nothing of cycle 1 but its data directory is there. The second
+cycle's bus is then shared by the tests below.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
+import shutil
 import signal
+import subprocess
+import sys
+import tempfile
 import time
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -24,6 +31,8 @@ import memorybus as mb
 from memorybus import Config, Context, actors
 
 pytestmark = [pytest.mark.ray, pytest.mark.model, pytest.mark.timeout(600)]
+
+ROOT = Path(__file__).resolve().parents[2]
 
 USERS = "reopen_users"  # the subscribers' own Ray namespace
 OWNER = Context("acme", "alice", "planner")
@@ -51,6 +60,11 @@ def _wait(cond: Any, timeout: float = 60.0) -> None:
     raise AssertionError("timed out")
 
 
+def _config(data: str, namespace: str) -> Config:
+    """Both cycles' config (queries embedded by the embedder: no query model in either process)."""
+    return Config.embedded(data, num_shards=2, namespace=namespace, query_encoder="embedder")
+
+
 def _connect(cfg: Config) -> mb.MemoryBus:
     return mb.connect(cfg, num_cpus=2, log_to_driver=False, configure_logging=False)
 
@@ -64,13 +78,11 @@ class Lines(logging.Handler):
         self.lines.append(record.getMessage())
 
 
-@pytest.fixture(scope="module")
-def reopened(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
-    assert not ray.is_initialized(), "this module starts and stops Ray itself"
-    data = tmp_path_factory.mktemp("reopen")
-    cfg = Config.embedded(data, num_shards=2, namespace=f"reopen_{uuid.uuid4().hex[:6]}")
-    # ---- cycle 1: a Ray of its own
+def cycle_one(data: str, namespace: str) -> None:
+    """Cycle 1, in a process of its own (see the module's docstring)."""
+    cfg = _config(data, namespace)
     bus = _connect(cfg)
+    assert bus._owns_ray, "cycle 1 runs on a Ray of its own"
     feed = Worker.options(name="feed-worker", namespace=USERS).remote()
     ghost = Worker.options(name="ghost-worker", namespace=USERS).remote()
     loose = Worker.remote()  # unnamed: valid in this cluster only
@@ -87,7 +99,24 @@ def reopened(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any
     _wait(lambda: "feed" in bus.bus_stats(OWNER)["parked"], 30)  # its delivery found it gone
     bus.close()  # stops the Ray it started
     assert not ray.is_initialized()
-    # ---- cycle 2: the same config in a new Ray
+    print("CYCLE 1 DONE", flush=True)
+
+
+@pytest.fixture(scope="module")
+def reopened(ray_local: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+    data = tmp_path_factory.mktemp("reopen")
+    cfg = _config(str(data), f"reopen_{uuid.uuid4().hex[:6]}")
+    # ---- cycle 1: a script with a Ray of its own (a short private RAY_TMPDIR; no RAY_ADDRESS)
+    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
+    env.update(PYTHONPATH=str(ROOT), RAY_TMPDIR=tempfile.mkdtemp(prefix="mbreo", dir="/tmp"))
+    script = "import sys\nfrom tests.integration.test_reopen import cycle_one\ncycle_one(*sys.argv[1:])\n"
+    try:
+        done = subprocess.run([sys.executable, "-c", script, str(data), cfg.namespace], env=env, cwd=str(ROOT),
+                              capture_output=True, text=True, timeout=300, check=False)  # fmt: skip
+    finally:
+        shutil.rmtree(env["RAY_TMPDIR"], ignore_errors=True)
+    assert done.returncode == 0 and "CYCLE 1 DONE" in done.stdout, done.stdout[-2000:] + done.stderr[-4000:]
+    # ---- cycle 2: the same config, here, on a Ray cycle 1 never ran on
     lines = Lines()
     logger = logging.getLogger("memorybus")
     logger.addHandler(lines)
@@ -100,9 +129,12 @@ def reopened(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any
     finally:
         logger.removeHandler(lines)
         logger.setLevel(old_level)
+    assert not bus._owns_ray
     yield {"bus": bus, "cfg": cfg, "lines": lines.lines, "took": took}
-    bus.shutdown()  # the actors; Ray itself (this module's) goes too, so the next module starts its own
-    ray.shutdown()
+    bus.shutdown()  # the actors; the shared Ray goes on, with none of this module's actors left
+    for name in ("feed-worker", "ghost-worker"):
+        with contextlib.suppress(ValueError):
+            ray.kill(ray.get_actor(name, namespace=USERS))
 
 
 def test_connect_reopens_and_says_in_one_line_what_is_parked(reopened: dict[str, Any]) -> None:
