@@ -279,6 +279,7 @@ def pytest_sessionfinish() -> None:
     from tests import shared_ray
 
     shared_ray.stop()
+    shutil.rmtree(_RAY_TMP, ignore_errors=True)  # this process's Ray temp directory (its Rays are down)
 
 
 #: MEMORYBUS_TEST_TIMELINE=<file>: one line per test, "start end worker test id" (seconds
