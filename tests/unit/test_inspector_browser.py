@@ -130,6 +130,9 @@ def test_page_in_headless_chromium(tmp_path):
                 page.click("#tabs button[data-tab=report]")
                 plot = page.locator(".plots img")
                 expect(plot).to_have_count(1)
+                # the PNG arrives after the element: wait for it, not for a fixed time
+                page.wait_for_function("() => { const i = document.querySelector('.plots img');"
+                                       " return i !== null && i.complete && i.naturalWidth > 0; }")
                 box = plot.bounding_box()
                 assert box is not None and box["width"] > 50 and box["height"] > 20  # the PNG loaded
                 page.click("#tabs button[data-tab=subscriptions]")
