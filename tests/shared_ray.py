@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-_state = {"up": False}
+_state: dict[str, Any] = {"up": False, "address": None}
 _modules: set[Any] = set()  # paths of the modules that use ray_local (order_items)
 _ray_free: set[Any] = set()  # paths of the modules that never start nor join a Ray (order_items)
 #: what in a module's text may start or join a Ray (in process, or in a subprocess or command it runs):
@@ -42,14 +42,24 @@ def start() -> None:
     """The shared Ray, started unless it runs (2 CPUs, loopback, no dashboard)."""
     import ray
 
-    if _state["up"] and ray.is_initialized():
+    if _state["up"] and ours():
         return
     if ray.is_initialized():  # a Ray this module did not start (a test's own): not ours to share
         ray.shutdown()
     # address="local": a new instance even when RAY_ADDRESS is set (a cluster test left it)
     ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
     _state["up"] = True
+    _state["address"] = ray.get_runtime_context().gcs_address
     _log("start")
+
+
+def ours() -> bool:
+    """Is this process on the shared Ray it started? Not after a test stopped it, nor
+    once something else started a Ray in its place (Ray starts a default local one when
+    an API such as ``ray.get_runtime_context()`` is used while disconnected)."""
+    import ray
+
+    return ray.is_initialized() and ray.get_runtime_context().gcs_address == _state["address"]
 
 
 def stop(reason: str = "") -> None:
@@ -92,6 +102,9 @@ def end_module() -> None:
         return
     if not ray.is_initialized():
         stop("a test stopped Ray")
+        return
+    if not ours():
+        stop("a Ray other than the shared one runs")
         return
     alive = alive_actors()
     pools = {name.rsplit(":", 1)[0] for name in alive if is_pool_replica(name)}

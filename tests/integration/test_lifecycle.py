@@ -150,6 +150,33 @@ def test_closing_a_handle_stops_its_callback_listeners_and_leaves_the_others(ray
         bus.close()
 
 
+@pytest.mark.slow
+def test_a_script_that_ends_while_the_query_model_loads_exits_cleanly(ray_local, tmp_path):
+    """A script that connects, recalls once and ends while its query model is still loading
+    behind connect waits for the load and exits 0 without a traceback (a daemon thread
+    stopped inside torch's import makes the interpreter print torch's finalizers failing).
+    The script joins the tests' shared Ray through ``RAY_ADDRESS`` (a Ray of its own would
+    add a Ray start and a model load to what is tested: neither is)."""
+    import os
+    import subprocess
+    import sys
+
+    script = (
+        "import memorybus as mb\n"
+        f"bus = mb.connect(mb.Config.embedded({str(tmp_path / 'd')!r}, num_shards=1, namespace='life_exit'))\n"
+        "ctx = mb.Context('acme', 'u1', 'a1')\n"
+        "bus.remember('the launch is on Friday', ctx)\n"
+        "print('LOADING' if bus._query_loader.is_alive() else 'LOADED')\n"
+        "print(bus.recall('when is the launch?', ctx, k=1)[0].node.content)\n"
+    )
+    env = dict(os.environ, RAY_ADDRESS=ray.get_runtime_context().gcs_address)
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=240, check=False,
+                          env=env)  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "the launch is on Friday" in done.stdout
+    assert "Traceback" not in done.stderr and "Exception ignored" not in done.stderr, done.stderr[-3000:]
+
+
 def test_after_ray_shutdown_calls_raise_bus_closed_and_never_start_ray(ray_local, data):
     # last in the module: it leaves Ray
     bus = mb.connect(Config.embedded(data / "s", num_shards=1, namespace="life_shut"))
@@ -180,31 +207,3 @@ def test_after_ray_shutdown_calls_raise_bus_closed_and_never_start_ray(ray_local
     assert not ray.is_initialized()
     assert len(listening.errors) <= 100  # bounded, whatever it met
     bus.close()  # still fine: nothing to release
-
-
-@pytest.mark.slow
-def test_a_script_that_ends_while_the_query_model_loads_exits_cleanly(ray_local, tmp_path):
-    """A script that connects, recalls once and ends while its query model is still loading
-    behind connect waits for the load and exits 0 without a traceback (a daemon thread
-    stopped inside torch's import makes the interpreter print torch's finalizers failing).
-    The script joins the tests' shared Ray through ``RAY_ADDRESS`` (a Ray of its own would
-    add a Ray start and a model load to what is tested: neither is)."""
-    import os
-    import subprocess
-    import sys
-
-    script = (
-        "import memorybus as mb\n"
-        f"bus = mb.connect(mb.Config.embedded({str(tmp_path / 'd')!r}, num_shards=1, namespace='life_exit'))\n"
-        "ctx = mb.Context('acme', 'u1', 'a1')\n"
-        "bus.remember('the launch is on Friday', ctx)\n"
-        "print('LOADING' if bus._query_loader.is_alive() else 'LOADED')\n"
-        "print(bus.recall('when is the launch?', ctx, k=1)[0].node.content)\n"
-    )
-    env = dict(os.environ, RAY_ADDRESS=ray.get_runtime_context().gcs_address)
-    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=240, check=False,
-                          env=env)  # fmt: skip
-    assert done.returncode == 0, done.stderr[-3000:]
-    assert "the launch is on Friday" in done.stdout
-    assert "Traceback" not in done.stderr and "Exception ignored" not in done.stderr, done.stderr[-3000:]
-
