@@ -47,12 +47,13 @@ export HF_HUB_OFFLINE=1
 # would compile memorybus from source again (importing the shard and the client: 1.1-1.3 s
 # of CPU without bytecode, 0.9 s with; docs/testing.md)
 python -m compileall -q -j 2 memorybus tests benchmarks >/dev/null
-# Two workers (pytest-xdist; each takes a whole test file at a time, or a whole group of
-# the files on the shared Ray, tests/shared_ray.py): a third gains little, the machine is
-# busy (docs/testing.md). A test that fails beside the other worker's load runs again
-# alone, and must pass there; the log shows both runs.
-# MEMORYBUS_TEST_WORKERS=0 runs the suite in one process.
-WORKERS="${MEMORYBUS_TEST_WORKERS:-2}"
+# Three workers (pytest-xdist; each takes a whole test file at a time, or a whole group of
+# the files on the shared Ray, tests/shared_ray.py), on 2 cores too: the third fills the
+# time the others spend waiting on Ray, servers and subprocesses (555 s against 608 s for
+# two, the same code one run after the other: docs/testing.md). A test that fails beside
+# the other workers' load runs again alone, and must pass there; the log shows both runs.
+# MEMORYBUS_TEST_WORKERS=<n> sets the count; 0 runs the suite in one process.
+WORKERS="${MEMORYBUS_TEST_WORKERS:-3}"
 if [ "$WORKERS" -le 1 ]; then
   exec python -m pytest ${QUICK[@]+"${QUICK[@]}"} "$@"
 fi
