@@ -64,7 +64,7 @@ def _connect(data_dir: str, namespace: str, shards: int, ranking: RankingWeights
 
 
 def _shutdown(bus: Any) -> None:
-    """Stop the bus's actors; Ray stays up (see :func:`_own_ray`)."""
+    """Stop the bus's actors; Ray stays up (see :func:`_leave_ray`)."""
     bus.shutdown()
 
 

@@ -1,6 +1,7 @@
 """`memorybus eval locomo` end to end on a tiny synthetic conversation (real Ray, model, files)."""
 
 import json
+import logging
 
 import pytest
 
@@ -10,11 +11,17 @@ from tests.unit.test_retrieval_eval import locomo_sample
 pytestmark = [pytest.mark.slow, pytest.mark.ray, pytest.mark.model, pytest.mark.timeout(600)]
 
 
-def test_eval_locomo_cli_reports_both_modes_both_search_paths_and_the_baselines(tmp_path, capsys):
+def test_eval_locomo_cli_reports_both_modes_both_search_paths_and_the_baselines(tmp_path, capsys, caplog):
+    import ray
+
     data = tmp_path / "locomo.json"
     data.write_text(json.dumps(locomo_sample()))
     out = tmp_path / "out"
+    caplog.set_level(logging.INFO, logger="memorybus")
     assert main(["eval", "locomo", "--data", str(data), "--out", str(out), "--no-progress", "--shards", "1"]) == 0
+    # one local Ray for the run's two buses (exact and index paths), stopped at its end
+    starts = [r for r in caplog.records if r.getMessage() == "starting a local Ray"]
+    assert len(starts) == 1 and not ray.is_initialized()
     result = json.loads((out / "locomo.json").read_text())
     ours = ["memorybus_structured", "memorybus_plain", "memorybus_structured_index", "memorybus_plain_index"]
     assert result["methods"] == [*ours, "bm25_en", "bm25", "dense", "rrf", "dense_dated"]
