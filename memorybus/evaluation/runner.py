@@ -148,7 +148,11 @@ def run_locomo(
     try:
         for suffix, weights in paths:
             data_dir = tempfile.mkdtemp(prefix="mb-eval-")
-            bus = _connect(data_dir, f"mb_eval_locomo{suffix}", shards, weights, model=model)
+            try:
+                bus = _connect(data_dir, f"mb_eval_locomo{suffix}", shards, weights, model=model)
+            except BaseException:
+                shutil.rmtree(data_dir, ignore_errors=True)  # a bus that did not start leaves nothing
+                raise
             try:
                 bus.embed(["warm up"])
                 for mode in MODES:
