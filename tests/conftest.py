@@ -261,6 +261,22 @@ def projected_model_path(model_path: str, tmp_path_factory: pytest.TempPathFacto
     return str(out)
 
 
+@pytest.fixture(scope="session")
+def short_tmp() -> Iterator[Callable[[str], str]]:
+    """``short_tmp(prefix)``: a new directory directly under /tmp (a Ray's socket paths
+    must stay short, and a test's ``tmp_path`` is long); all of them are removed at the end
+    of the session, once the Rays the tests started in them are gone."""
+    made: list[str] = []
+
+    def make(prefix: str) -> str:
+        made.append(tempfile.mkdtemp(prefix=prefix, dir="/tmp"))
+        return made[-1]
+
+    yield make
+    for path in made:
+        shutil.rmtree(path, ignore_errors=True)
+
+
 @pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the xdist_group marks (--dist loadgroup)
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     from tests import shared_ray

@@ -8,7 +8,6 @@ import os
 import socket
 import subprocess
 import sys
-import tempfile
 import time
 
 import anyio
@@ -71,13 +70,13 @@ def payload(result):
 
 
 @pytest.mark.slow
-def test_stdio_session_lists_tools_remembers_recalls_and_refuses_nothing_it_should_not(tmp_path):
+def test_stdio_session_lists_tools_remembers_recalls_and_refuses_nothing_it_should_not(tmp_path, short_tmp):
     params = StdioServerParameters(
         command=sys.executable,
         args=server_cmd(tmp_path / "data", "--org", "acme", "--user", "alice", "--agent", "claude",
                         "--namespace", "mcp_stdio_t")[1:],
         # a Ray of its own, in a temp directory of its own (the shared Ray's stays its own)
-        env=dict(os.environ, RAY_TMPDIR=tempfile.mkdtemp(prefix="mbmcp", dir="/tmp")),
+        env=dict(os.environ, RAY_TMPDIR=short_tmp("mbmcp")),
     )
 
     async def session():

@@ -11,7 +11,6 @@ import os
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -53,8 +52,7 @@ def ray_processes(tmp: str) -> list[int]:
     return found
 
 
-def run_and_terminate(tmp_path: Path, mode: str) -> tuple[int, str, Path, str]:
-    ray_tmp = tempfile.mkdtemp(prefix="mbsig", dir="/tmp")
+def run_and_terminate(tmp_path: Path, mode: str, ray_tmp: str) -> tuple[int, str, Path, str]:
     data = tmp_path / "data"
     env = {**os.environ, "RAY_TMPDIR": ray_tmp, "PYTHONPATH": str(ROOT)}
     proc = subprocess.Popen([sys.executable, "-c", SCRIPT, str(data), mode], env=env, cwd=str(tmp_path),
@@ -84,8 +82,8 @@ def wait_gone(ray_tmp: str, timeout: float = 30.0) -> list[int]:
     return left
 
 
-def test_sigterm_closes_the_bus_and_leaves_no_ray_process(tmp_path):
-    rc, out, data, ray_tmp = run_and_terminate(tmp_path, "plain")
+def test_sigterm_closes_the_bus_and_leaves_no_ray_process(tmp_path, short_tmp):
+    rc, out, data, ray_tmp = run_and_terminate(tmp_path, "plain", short_tmp("mbsig"))
     assert rc == signal.SIGTERM, out  # Ray's handler: sys.exit(15), not an abort (134)
     assert "SIGTERM received" not in out  # no native stack dump
     assert wait_gone(ray_tmp) == []
@@ -100,7 +98,7 @@ def test_sigterm_closes_the_bus_and_leaves_no_ray_process(tmp_path):
     assert rows  # readable without its WAL
 
 
-def test_a_scripts_own_sigterm_handler_set_after_connect_is_left_alone(tmp_path):
-    rc, out, _, ray_tmp = run_and_terminate(tmp_path, "own-handler")
+def test_a_scripts_own_sigterm_handler_set_after_connect_is_left_alone(tmp_path, short_tmp):
+    rc, out, _, ray_tmp = run_and_terminate(tmp_path, "own-handler", short_tmp("mbsig"))
     assert "SCRIPT HANDLER" in out and rc == 7, out
     assert wait_gone(ray_tmp) == []  # the exit still closes the bus and Ray (atexit)

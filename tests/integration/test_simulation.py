@@ -12,7 +12,6 @@ import json
 import os
 import subprocess
 import sys
-import tempfile
 
 import pytest
 from redis.cluster import RedisCluster
@@ -39,8 +38,8 @@ def _accuracy(result, method):
     return result["accuracy"]["overall"][method]["top1"]
 
 
-def test_the_readme_command_runs_a_small_seeded_simulation_and_loses_nothing(tmp_path):
-    env = dict(os.environ, RAY_TMPDIR=tempfile.mkdtemp(prefix="mbsim", dir="/tmp"))
+def test_the_readme_command_runs_a_small_seeded_simulation_and_loses_nothing(tmp_path, short_tmp):
+    env = dict(os.environ, RAY_TMPDIR=short_tmp("mbsim"))
     out = tmp_path / "out"
     args = ["--agents", "4", "--users", "2", "--orgs", "1", "--days", "6", "--steps", "10", "--seed", "11",
             "--questions", "2", "--out", str(out)]
