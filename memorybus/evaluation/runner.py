@@ -63,11 +63,6 @@ def _connect(data_dir: str, namespace: str, shards: int, ranking: RankingWeights
     return bus
 
 
-def _shutdown(bus: Any) -> None:
-    """Stop the bus's actors; Ray stays up (see :func:`_leave_ray`)."""
-    bus.shutdown()
-
-
 def _on_ray() -> bool:
     """Is this process on a Ray already? A run that is joins it and leaves it running
     (:func:`_leave_ray`); one that is not starts a local Ray at its first ``connect``."""
@@ -191,7 +186,7 @@ def run_locomo(
                             rows[label].append(_row_locomo(q, dedupe(d for h in hits for d in dia_of[h.node.id])))
                     speed[label] = {"ingest_rate": n_mem / max(1e-9, ingest_s), "recall_ms": percentiles(lat)}
             finally:
-                _shutdown(bus)
+                bus.shutdown()  # its actors; Ray stays up for the run (_leave_ray)
                 shutil.rmtree(data_dir, ignore_errors=True)
     finally:
         _leave_ray(joined)
@@ -320,7 +315,7 @@ def run_longmemeval(
                 speed[label] = {"memories": n_mem, "ingest_rate": n_mem / max(1e-9, ingest_s),
                                 "recall_ms": percentiles(lat)}  # fmt: skip
         finally:
-            _shutdown(bus)
+            bus.shutdown()  # its actors; Ray stays up for the run (_leave_ray)
     finally:
         _leave_ray(joined)
         shutil.rmtree(data_dir, ignore_errors=True)

@@ -13,11 +13,9 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 import uuid
 from collections.abc import Iterator
@@ -103,18 +101,15 @@ def cycle_one(data: str, namespace: str) -> None:
 
 
 @pytest.fixture(scope="module")
-def reopened(ray_local: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+def reopened(ray_local: Any, short_tmp: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     data = tmp_path_factory.mktemp("reopen")
     cfg = _config(str(data), f"reopen_{uuid.uuid4().hex[:6]}")
     # ---- cycle 1: a script with a Ray of its own (a short private RAY_TMPDIR; no RAY_ADDRESS)
     env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
-    env.update(PYTHONPATH=str(ROOT), RAY_TMPDIR=tempfile.mkdtemp(prefix="mbreo", dir="/tmp"))
+    env.update(PYTHONPATH=str(ROOT), RAY_TMPDIR=short_tmp("mbreo"))
     script = "import sys\nfrom tests.integration.test_reopen import cycle_one\ncycle_one(*sys.argv[1:])\n"
-    try:
-        done = subprocess.run([sys.executable, "-c", script, str(data), cfg.namespace], env=env, cwd=str(ROOT),
-                              capture_output=True, text=True, timeout=300, check=False)  # fmt: skip
-    finally:
-        shutil.rmtree(env["RAY_TMPDIR"], ignore_errors=True)
+    done = subprocess.run([sys.executable, "-c", script, str(data), cfg.namespace], env=env, cwd=str(ROOT),
+                          capture_output=True, text=True, timeout=300, check=False)  # fmt: skip
     assert done.returncode == 0 and "CYCLE 1 DONE" in done.stdout, done.stdout[-2000:] + done.stderr[-4000:]
     # ---- cycle 2: the same config, here, on a Ray cycle 1 never ran on
     lines = Lines()

@@ -52,7 +52,7 @@ def ray_processes(tmp: str) -> list[int]:
     return found
 
 
-def run_and_terminate(tmp_path: Path, mode: str, ray_tmp: str) -> tuple[int, str, Path, str]:
+def run_and_terminate(tmp_path: Path, mode: str, ray_tmp: str) -> tuple[int, str, Path]:
     data = tmp_path / "data"
     env = {**os.environ, "RAY_TMPDIR": ray_tmp, "PYTHONPATH": str(ROOT)}
     proc = subprocess.Popen([sys.executable, "-c", SCRIPT, str(data), mode], env=env, cwd=str(tmp_path),
@@ -72,7 +72,7 @@ def run_and_terminate(tmp_path: Path, mode: str, ray_tmp: str) -> tuple[int, str
         if proc.poll() is None:
             proc.kill()
             proc.wait()
-    return proc.returncode, "".join(lines), data, ray_tmp
+    return proc.returncode, "".join(lines), data
 
 
 def wait_gone(ray_tmp: str, timeout: float = 30.0) -> list[int]:
@@ -83,7 +83,8 @@ def wait_gone(ray_tmp: str, timeout: float = 30.0) -> list[int]:
 
 
 def test_sigterm_closes_the_bus_and_leaves_no_ray_process(tmp_path, short_tmp):
-    rc, out, data, ray_tmp = run_and_terminate(tmp_path, "plain", short_tmp("mbsig"))
+    ray_tmp = short_tmp("mbsig")
+    rc, out, data = run_and_terminate(tmp_path, "plain", ray_tmp)
     assert rc == signal.SIGTERM, out  # Ray's handler: sys.exit(15), not an abort (134)
     assert "SIGTERM received" not in out  # no native stack dump
     assert wait_gone(ray_tmp) == []
@@ -99,6 +100,7 @@ def test_sigterm_closes_the_bus_and_leaves_no_ray_process(tmp_path, short_tmp):
 
 
 def test_a_scripts_own_sigterm_handler_set_after_connect_is_left_alone(tmp_path, short_tmp):
-    rc, out, _, ray_tmp = run_and_terminate(tmp_path, "own-handler", short_tmp("mbsig"))
+    ray_tmp = short_tmp("mbsig")
+    rc, out, _ = run_and_terminate(tmp_path, "own-handler", ray_tmp)
     assert "SCRIPT HANDLER" in out and rc == 7, out
     assert wait_gone(ray_tmp) == []  # the exit still closes the bus and Ray (atexit)
