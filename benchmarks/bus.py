@@ -112,12 +112,17 @@ def fanout(bus: Any, args: argparse.Namespace) -> dict[str, Any]:
     note = bus.remember("warm-up announcement", writer)
     bus.broadcast(note.id, "org", writer)
     wait_for(base + len(subs), 120)
+    start = delivered(bus)
     for i in range(args.events):
-        base = delivered(bus)
+        base = delivered(bus) if args.pause <= 0 else start
         n = bus.remember(f"announcement {i}: the release train leaves at {i % 12 + 1} pm", writer)
         bus.broadcast(n.id, "org", writer)
-        wait_for(base + len(subs), 60)
-        time.sleep(args.gap)
+        if args.pause > 0:  # nobody asks the hub anything while it fans out
+            time.sleep(args.pause)
+        else:
+            wait_for(base + len(subs), 60)
+            time.sleep(args.gap)
+    wait_for(start + args.events * len(subs), 120)
     lat = [x * 1000 for s in subs for x in ray.get(s.latencies.remote())[1:]]
     # subscriptions that fell behind or saw a gap and read the log instead of the push
     replays = sum(s["replays"] for s in bus.bus_stats(mb.Context(org))["subscriptions"].values())
@@ -125,9 +130,15 @@ def fanout(bus: Any, args: argparse.Namespace) -> dict[str, Any]:
     # the baseline, same subscribers, same number of events and pauses
     ray.get([s.reset.remote() for s in subs])
     plain = PlainFanout.remote(subs)
+    sent = []
     for i in range(args.events + 1):
-        ray.get(plain.send.remote(f"announcement {i}"))
-        time.sleep(args.gap)
+        if args.pause > 0:  # the same schedule as the bus's: a send every pause, nobody waiting
+            sent.append(plain.send.remote(f"announcement {i}"))
+            time.sleep(args.pause)
+        else:
+            ray.get(plain.send.remote(f"announcement {i}"))
+            time.sleep(args.gap)
+    ray.get(sent)
     floor = [x * 1000 for s in subs for x in ray.get(s.latencies.remote())[1:]]
     ray.kill(plain)
     for s in subs:
@@ -365,6 +376,10 @@ def main() -> int:
     ap.add_argument("--subscribers", type=int, default=100)
     ap.add_argument("--events", type=int, default=30, help="broadcasts measured")
     ap.add_argument("--gap", type=float, default=0.05, help="seconds between measured broadcasts")
+    ap.add_argument("--pause", type=float, default=0.0,
+                    help="send a broadcast every PAUSE seconds without polling the hub for its "
+                         "deliveries in between (the plain fan-out on the same schedule); 0: after "
+                         "each broadcast poll the hub every 5 ms until it has delivered, then wait GAP")
     ap.add_argument("--many-actors", type=int, default=0, help="the many-subscriber run: actors (0: skip)")
     ap.add_argument("--subs-per-actor", type=int, default=20)
     ap.add_argument("--many-events", type=int, default=200)

@@ -11,6 +11,7 @@ import asyncio
 import logging
 import os
 import time
+from collections.abc import Awaitable
 from typing import Any
 
 import ray
@@ -122,15 +123,15 @@ class HubActor:
                 out[k] = max(out.get(k, 0), v)
         return out
 
-    async def _deliver(self, target: Any, method: str, batch: list[Event]) -> Any:
-        """Push ``batch``; a failure is a memorybus error (the subscriber's own exception
-        as it raised it, ActorUnavailable naming a subscriber that died or is gone)."""
+    def _deliver(self, target: Any, method: str, batch: list[Event]) -> Awaitable[Any]:
+        """Push ``batch``: the call leaves now; the answer awaits its outcome, a failure
+        as a memorybus error (the subscriber's own exception as it raised it,
+        ActorUnavailable naming a subscriber that died or is gone)."""
         try:
-            return await getattr(target, method).remote(batch)
-        except (ray.exceptions.RayActorError, ray.exceptions.ActorUnavailableError) as exc:
-            raise gone(exc) from None
+            ref = getattr(target, method).remote(batch)
         except ray.exceptions.RayError as exc:
-            raise unwrap(exc) from None
+            return _failed(exc)
+        return _answer(ref)
 
     async def _ensure_restored(self) -> None:
         if not self._restored:
@@ -249,6 +250,23 @@ class HubActor:
     async def auth_reload(self) -> None:
         """Read the key ring again now (after a rotation or revocation)."""
         self._gate.reload()
+
+
+def _mapped(exc: ray.exceptions.RayError) -> BaseException:
+    if isinstance(exc, (ray.exceptions.RayActorError, ray.exceptions.ActorUnavailableError)):
+        return gone(exc)
+    return unwrap(exc)
+
+
+async def _answer(ref: Any) -> Any:
+    try:
+        return await ref
+    except ray.exceptions.RayError as exc:
+        raise _mapped(exc) from None
+
+
+async def _failed(exc: ray.exceptions.RayError) -> Any:
+    raise _mapped(exc)
 
 
 class HubPush:

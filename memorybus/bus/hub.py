@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import inspect
 import logging
 from collections import Counter, deque
 from typing import Any
@@ -237,7 +238,20 @@ class Hub(Parking, Principals):
             if sub.closed or sub.needs_replay or sub.more or sub.context.org not in orgs:
                 continue  # it reads these from the log, or sees none of them
             if self._accept(sub, groups, sub.filter == everything):
+                self._send_now(sub)
                 sub.wake.set()
+
+    def _send_now(self, sub: Subscription) -> None:
+        """Send an idle push subscription its new batch from here, in one pass over the
+        subscriptions, instead of from its push loop once the loop gets its turn: a
+        publish's deliveries all leave before any of them is awaited (as a plain Ray
+        fan-out's do). The loop awaits the answer and acknowledges it as its own."""
+        if not sub.idle or sub.sent is not None or sub.needs_replay or sub.target is None or sub.parked:
+            return
+        batch = self._take(sub)
+        if batch:
+            sub.sent = (batch, self._deliver(sub.target, sub.method, batch))
+            sub.idle = False
 
     def _accept(self, sub: Subscription, groups: dict[str, list[Event]], unfiltered: bool) -> bool:
         """Queue what ``sub`` may see of ``groups`` (events by scope key, in order);
@@ -313,24 +327,41 @@ class Hub(Parking, Principals):
             self._save_cursor(sub)
 
     async def _push_loop(self, sub: Subscription) -> None:
+        try:
+            await self._pushing(sub)
+        finally:
+            sent, sub.sent, sub.idle = sub.sent, None, False
+            if sent is not None and inspect.iscoroutine(sent[1]):
+                sent[1].close()  # ended before awaiting it: the cursors say what it holds
+
+    async def _pushing(self, sub: Subscription) -> None:
         backoff = 0.05
         while not sub.closed and not sub.parked:
             try:
-                if sub.needs_replay:
-                    await self._replay(sub)
-                batch = self._take(sub)
-                if not batch and sub.more:
-                    self._ack(sub, [])
-                    sub.needs_replay = True  # the page is delivered: read the next one
-                    continue
-                if not batch:
-                    if not sub.needs_replay:
+                if sub.sent is not None:  # publish sent it already (see _send_now)
+                    batch, answer = sub.sent
+                    sub.sent = None
+                else:
+                    if sub.needs_replay:
+                        await self._replay(sub)
+                    batch = self._take(sub)
+                    if not batch and sub.more:
                         self._ack(sub, [])
-                        sub.wake.clear()
-                        await sub.wake.wait()
-                    continue
+                        sub.needs_replay = True  # the page is delivered: read the next one
+                        continue
+                    if not batch:
+                        if not sub.needs_replay:
+                            self._ack(sub, [])
+                            sub.wake.clear()
+                            sub.idle = True
+                            try:
+                                await sub.wake.wait()
+                            finally:
+                                sub.idle = False
+                        continue
+                    answer = self._deliver(sub.target, sub.method, batch)
                 try:
-                    await self._deliver(sub.target, sub.method, batch)
+                    await answer
                 except ActorUnavailable as exc:
                     if sub.ref is None or not sub.ref.durable:
                         raise  # an unnamed target cannot be found again: retry it as it is

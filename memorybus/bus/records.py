@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 from collections import deque
+from collections.abc import Awaitable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -47,6 +48,8 @@ class Subscription:
     name: str = ""
     ref: TargetRef | None = None  # durable: the push target's name (None: a pull subscription)
     parked: str = ""  # why a push subscription waits for its target ("" when attached)
+    idle: bool = False  # its push loop waits for events (nothing queued, nothing in flight)
+    sent: tuple[list[Event], Awaitable[Any]] | None = None  # a batch publish already sent, for the loop to await
 
     @property
     def push(self) -> bool:

@@ -42,7 +42,7 @@ class World:
         self.hub = self.new_hub()
         self.rng = np.random.default_rng(0)
 
-    def new_hub(self, **kw):
+    def new_hub(self, deliver=None, **kw):
         async def read_events(context, cursors, flt, limit):
             self.reads.append(limit)
             return self.shard.read_events_page(context, cursors, flt, limit)
@@ -50,13 +50,13 @@ class World:
         async def last_seqs(context):
             return self.shard.last_seqs(context)
 
-        async def deliver(target, method, batch):
+        async def lazy(target, method, batch):
             if getattr(target, "gone", False):  # as the hub actor reports a dead actor
                 raise ActorUnavailable("subscriber", "the actor died")
             return await getattr(target, method)(batch)
 
         kw.setdefault("targets", self.targets)
-        return Hub(SqliteKV(self.kv_path), read_events, last_seqs, deliver, **kw)
+        return Hub(SqliteKV(self.kv_path), read_events, last_seqs, deliver or lazy, **kw)
 
     async def subscribe(self, target, name="s", context=U1, **kw):
         """``target.on_events`` subscribed as ``name``, every event it may see; the hub's answer."""
@@ -103,6 +103,46 @@ def test_push_in_order_visible_and_filtered(tmp_path):
         assert not any("secret" in c for c in contents(u2.got))  # never what it cannot recall
         assert contents(tags.got) == [f"org news {i}" for i in range(5)]
         assert w.hub.cursors("u2", Context("acme", "u2"))[Scope("acme").key] == 5
+
+    asyncio.run(main())
+
+
+def test_a_publish_sends_every_idle_subscription_its_batch_before_awaiting_any(tmp_path):
+    """As a plain Ray fan-out does: the calls of one publish all leave inside it, in one
+    pass over the subscriptions (the hub actor's deliver makes the Ray call when called and
+    awaits it later), not one by one as each subscription's loop gets its turn. A
+    subscription with a batch in flight gets nothing more until it is answered; order per
+    scope and the cursors hold."""
+
+    async def main():
+        w = World(tmp_path)
+        sent = []
+        answers = asyncio.Event()
+
+        def deliver(target, method, batch):  # the call leaves now; its answer comes later
+            sent.append((target, contents(batch)))
+
+            async def answer():
+                await answers.wait()
+                return await getattr(target, method)(batch)
+
+            return answer()
+
+        w.hub = w.new_hub(deliver=deliver)
+        subs = [Subscriber() for _ in range(20)]
+        for i, s in enumerate(subs):
+            await w.subscribe(s, f"s{i}", Context("acme", f"u{i}"))
+        await until(lambda: all(sub.idle for sub in w.hub.subs.values()))
+        w.write("news 1", Scope("acme"))  # publish runs here, synchronously
+        assert len(sent) == 20 and {id(t) for t, _ in sent} == {id(s) for s in subs}
+        assert all(batch == ["news 1"] for _, batch in sent)
+        w.write("news 2", Scope("acme"))
+        assert len(sent) == 20  # each has a batch in flight: the second waits its turn
+        answers.set()
+        await until(lambda: all(len(s.got) == 2 for s in subs))
+        assert all(contents(s.got) == ["news 1", "news 2"] for s in subs)
+        assert len(sent) == 40
+        assert all(w.hub.cursors(f"s{i}", Context("acme", f"u{i}"))[Scope("acme").key] == 2 for i in range(20))
 
     asyncio.run(main())
 
