@@ -12,7 +12,11 @@ Fan-out latency is measured from the moment the shard stamps an event (just
 before its durable commit) to the moment a subscriber actor receives it. The
 baseline, in the same run and to the same subscriber actors, is a plain async
 actor calling every subscriber once per event (stamped just before the calls):
-the floor any Ray actor fan-out pays on this machine.
+the floor any Ray actor fan-out pays on this machine. By default the two take
+turns, a bus broadcast then a plain fan-out, ``--pause`` seconds apart, and
+nobody asks the hub anything meanwhile; ``--pause 0`` is the older protocol (all
+the bus's broadcasts first, the driver polling the hub every 5 ms for its
+delivery count after each, then the plain fan-outs).
 """
 
 from __future__ import annotations
@@ -67,16 +71,18 @@ def fanout(bus: Any, args: argparse.Namespace) -> dict[str, Any]:
     class Sub:
         def __init__(self) -> None:
             self.lat: list[float] = []
+            self.plain: list[float] = []
 
         def on_events(self, batch: list) -> None:
             now = time.time()
-            self.lat.extend(now - e.at for e in batch)
+            for e in batch:  # the plain fan-out's stamps say so; the bus's events are Events
+                (self.plain if getattr(e, "plain", False) else self.lat).append(now - e.at)
 
-        def latencies(self) -> list[float]:
-            return self.lat
+        def latencies(self) -> tuple[list[float], list[float]]:
+            return self.lat, self.plain
 
         def reset(self) -> None:
-            self.lat = []
+            self.lat, self.plain = [], []
 
     @ray.remote(num_cpus=0)
     class PlainFanout:
@@ -90,7 +96,7 @@ def fanout(bus: Any, args: argparse.Namespace) -> dict[str, Any]:
             import asyncio
             import types
 
-            stamp = types.SimpleNamespace(at=time.time(), content=content)
+            stamp = types.SimpleNamespace(at=time.time(), content=content, plain=True)
             await asyncio.gather(*(s.on_events.remote([stamp]) for s in self.subs))
 
     org = "fanout"
@@ -100,6 +106,7 @@ def fanout(bus: Any, args: argparse.Namespace) -> dict[str, Any]:
     for i, s in enumerate(subs):
         bus.subscribe(mb.Context(org, f"user{i}", f"agent{i}"), target=s, name=f"fan-{i}")
     print(f"started {len(subs)} subscriber actors in {time.time() - t:.1f}s", file=sys.stderr)
+    plain = PlainFanout.remote(subs)
 
     # wait on the hub actor's delivery count, not on every subscriber: polling 100
     # actors would load the cores the fan-out needs
@@ -108,38 +115,43 @@ def fanout(bus: Any, args: argparse.Namespace) -> dict[str, Any]:
         while delivered(bus) < target and time.time() < deadline:
             time.sleep(0.005)
 
-    base = delivered(bus)
-    note = bus.remember("warm-up announcement", writer)
-    bus.broadcast(note.id, "org", writer)
-    wait_for(base + len(subs), 120)
-    start = delivered(bus)
-    for i in range(args.events):
-        base = delivered(bus) if args.pause <= 0 else start
+    def announce(i: int) -> None:
         n = bus.remember(f"announcement {i}: the release train leaves at {i % 12 + 1} pm", writer)
         bus.broadcast(n.id, "org", writer)
-        if args.pause > 0:  # nobody asks the hub anything while it fans out
-            time.sleep(args.pause)
-        else:
-            wait_for(base + len(subs), 60)
-            time.sleep(args.gap)
-    wait_for(start + args.events * len(subs), 120)
-    lat = [x * 1000 for s in subs for x in ray.get(s.latencies.remote())[1:]]
-    # subscriptions that fell behind or saw a gap and read the log instead of the push
-    replays = sum(s["replays"] for s in bus.bus_stats(mb.Context(org))["subscriptions"].values())
 
-    # the baseline, same subscribers, same number of events and pauses
+    base = delivered(bus)
+    announce(-1)  # warm-up, both sides (not counted)
+    wait_for(base + len(subs), 120)
+    ray.get(plain.send.remote("warm-up"))
     ray.get([s.reset.remote() for s in subs])
-    plain = PlainFanout.remote(subs)
-    sent = []
-    for i in range(args.events + 1):
-        if args.pause > 0:  # the same schedule as the bus's: a send every pause, nobody waiting
+    start = delivered(bus)
+    if args.pause > 0:
+        # interleaved: a bus broadcast, a pause, a plain fan-out, a pause, ...; nobody asks
+        # the hub anything meanwhile, and both sides see the same machine, event by event
+        sent = []
+        for i in range(args.events):
+            announce(i)
+            time.sleep(args.pause)
             sent.append(plain.send.remote(f"announcement {i}"))
             time.sleep(args.pause)
-        else:
+        ray.get(sent)
+        wait_for(start + args.events * len(subs), 120)
+    else:
+        # the bus's events first (after each, the hub polled every 5 ms until it delivered),
+        # then the plain fan-out's, each awaited
+        for i in range(args.events):
+            base = delivered(bus)
+            announce(i)
+            wait_for(base + len(subs), 60)
+            time.sleep(args.gap)
+        for i in range(args.events):
             ray.get(plain.send.remote(f"announcement {i}"))
             time.sleep(args.gap)
-    ray.get(sent)
-    floor = [x * 1000 for s in subs for x in ray.get(s.latencies.remote())[1:]]
+    got = ray.get([s.latencies.remote() for s in subs])
+    lat = [x * 1000 for bus_side, _ in got for x in bus_side]
+    floor = [x * 1000 for _, plain_side in got for x in plain_side]
+    # subscriptions that fell behind or saw a gap and read the log instead of the push
+    replays = sum(s["replays"] for s in bus.bus_stats(mb.Context(org))["subscriptions"].values())
     ray.kill(plain)
     for s in subs:
         ray.kill(s)
@@ -376,10 +388,11 @@ def main() -> int:
     ap.add_argument("--subscribers", type=int, default=100)
     ap.add_argument("--events", type=int, default=30, help="broadcasts measured")
     ap.add_argument("--gap", type=float, default=0.05, help="seconds between measured broadcasts")
-    ap.add_argument("--pause", type=float, default=0.0,
-                    help="send a broadcast every PAUSE seconds without polling the hub for its "
-                         "deliveries in between (the plain fan-out on the same schedule); 0: after "
-                         "each broadcast poll the hub every 5 ms until it has delivered, then wait GAP")
+    ap.add_argument("--pause", type=float, default=0.6,
+                    help="seconds between a bus broadcast and a plain fan-out, taken in turn, with "
+                         "nobody polling the hub; 0: the bus's broadcasts first, each followed by "
+                         "polling the hub every 5 ms until it delivered and a wait of GAP, then the "
+                         "plain fan-outs, each awaited")
     ap.add_argument("--many-actors", type=int, default=0, help="the many-subscriber run: actors (0: skip)")
     ap.add_argument("--subs-per-actor", type=int, default=20)
     ap.add_argument("--many-events", type=int, default=200)
