@@ -40,7 +40,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import inspect
 import logging
 from collections import Counter, deque
 from typing import Any
@@ -48,16 +47,17 @@ from typing import Any
 from memorybus.bus.parking import Parking
 from memorybus.bus.ports import Deliver, KeyValue, LastSeqs, ReadEvents, Targets
 from memorybus.bus.principals import Principals
+from memorybus.bus.pushing import Pushing
 from memorybus.bus.records import Subscription, check_name, subscription_id
 from memorybus.bus.store import SubscriptionStore
 from memorybus.bus.targets import LocalTargets
-from memorybus.errors import ActorUnavailable, StoreUnavailable
+from memorybus.errors import StoreUnavailable
 from memorybus.memory.events import Event, EventFilter
 from memorybus.scopes import Context
 
 log = logging.getLogger(__name__)
 
-class Hub(Parking, Principals):
+class Hub(Pushing, Parking, Principals):
     """One partition of the bus: subscriptions of the orgs routed to it."""
 
     def __init__(
@@ -241,18 +241,6 @@ class Hub(Parking, Principals):
                 self._send_now(sub)
                 sub.wake.set()
 
-    def _send_now(self, sub: Subscription) -> None:
-        """Send an idle push subscription its new batch from here, in one pass over the
-        subscriptions, instead of from its push loop once the loop gets its turn: a
-        publish's deliveries all leave before any of them is awaited (as a plain Ray
-        fan-out's do). The loop awaits the answer and acknowledges it as its own."""
-        if not sub.idle or sub.sent is not None or sub.needs_replay or sub.target is None or sub.parked:
-            return
-        batch = self._take(sub)
-        if batch:
-            sub.sent = (batch, self._deliver(sub.target, sub.method, batch))
-            sub.idle = False
-
     def _accept(self, sub: Subscription, groups: dict[str, list[Event]], unfiltered: bool) -> bool:
         """Queue what ``sub`` may see of ``groups`` (events by scope key, in order);
         True if its push loop must wake (new events, or a gap: replay)."""
@@ -281,15 +269,6 @@ class Hub(Parking, Principals):
         return touched
 
     # --------------------------------------------------------------- delivery
-    def _start(self, sub: Subscription) -> None:
-        if sub.ref is None:
-            return  # a pull subscription: its caller reads
-        if sub.target is None:
-            self._park(sub, sub.parked or f"{sub.ref.describe()} is not running")
-            return
-        if sub.task is None or sub.task.done():
-            sub.task = asyncio.get_running_loop().create_task(self._push_loop(sub))
-
     async def _replay(self, sub: Subscription) -> None:
         """Read the next page of the logs after the acknowledged cursors into the queue
         (one page at a time: a long backlog is never held at once)."""
@@ -325,69 +304,6 @@ class Hub(Parking, Principals):
                     moved = True
         if moved:
             self._save_cursor(sub)
-
-    async def _push_loop(self, sub: Subscription) -> None:
-        try:
-            await self._pushing(sub)
-        finally:
-            sent, sub.sent, sub.idle = sub.sent, None, False
-            if sent is not None and inspect.iscoroutine(sent[1]):
-                sent[1].close()  # ended before awaiting it: the cursors say what it holds
-
-    async def _pushing(self, sub: Subscription) -> None:
-        backoff = 0.05
-        while not sub.closed and not sub.parked:
-            try:
-                if sub.sent is not None:  # publish sent it already (see _send_now)
-                    batch, answer = sub.sent
-                    sub.sent = None
-                else:
-                    if sub.needs_replay:
-                        await self._replay(sub)
-                    batch = self._take(sub)
-                    if not batch and sub.more:
-                        self._ack(sub, [])
-                        sub.needs_replay = True  # the page is delivered: read the next one
-                        continue
-                    if not batch:
-                        if not sub.needs_replay:
-                            self._ack(sub, [])
-                            sub.wake.clear()
-                            sub.idle = True
-                            try:
-                                await sub.wake.wait()
-                            finally:
-                                sub.idle = False
-                        continue
-                    answer = self._deliver(sub.target, sub.method, batch)
-                try:
-                    await answer
-                except ActorUnavailable as exc:
-                    if sub.ref is None or not sub.ref.durable:
-                        raise  # an unnamed target cannot be found again: retry it as it is
-                    sub.errors += 1
-                    sub.last_error = str(exc)
-                    self._park(sub, f"{sub.ref.describe()} is gone: {exc}")
-                    log.warning("subscription %r parked: %s", sub.name, sub.parked)
-                    return
-                sub.delivered += len(batch)
-                self._ack(sub, batch)
-                backoff = 0.05
-            except asyncio.CancelledError:
-                raise
-            # Deliberately broad: ``deliver`` runs the subscriber's own method (user code,
-            # which may raise anything) and ``read_events`` crosses to the shards; whatever
-            # fails, the loop must live on: the error is recorded in the subscription's
-            # stats and the batch is replayed from the acknowledged cursors after a pause.
-            except Exception as exc:  # broad on purpose, see above
-                log.warning("subscription %s: %s; will replay", sub.id, exc)
-                sub.errors += 1
-                sub.last_error = repr(exc)
-                sub.needs_replay = True
-                sub.more = False  # from the acknowledged cursors again
-                sub.queue.clear()
-                await asyncio.sleep(backoff)
-                backoff = min(backoff * 2, 2.0)
 
     async def pull(self, name: str, context: Context, ack: dict[str, int] | None, timeout: float) -> list[Event]:
         """For driver-side subscribers: acknowledge what was processed, then wait up to

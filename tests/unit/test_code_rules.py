@@ -20,7 +20,7 @@ MAX_LINES = 400
 
 #: (module, function) -> why a catch-all is meant there
 BROAD = {
-    ("bus/hub.py", "_push_loop"): "delivery runs the subscriber's own method (user code, any error): "
+    ("bus/pushing.py", "_pushing"): "delivery runs the subscriber's own method (user code, any error): "
     "recorded in the subscription's stats and replayed, the loop lives on",
     ("client/subscriptions.py", "_deliver"): "the subscription callback is the caller's code: every "
     "failure is recorded and retried per policy, then surfaced as sub.failed",
