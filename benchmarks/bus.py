@@ -357,23 +357,25 @@ def resolved_asserts(bus: Any, args: argparse.Namespace) -> dict[str, Any]:
         )
         return out
 
+    # each writer task gets an agent's handle (the operator's handle never leaves this process)
+    handles = [bus.agent_handle(f"facts{w % args.orgs}", agent=f"writer{w}") for w in range(args.writers)]
     # start the writer processes first, so process start-up is not timed
-    ray.get([writer_task.remote(bus, w, 1, "warm", "team/warm_up") for w in range(args.writers)], timeout=300)
+    ray.get([writer_task.remote(handles[w], w, 1, "warm", "team/warm_up") for w in range(args.writers)], timeout=300)
     single = measure(
         "assert_fact (new values)",
-        lambda: [writer_task.remote(bus, w, args.asserts, "single", key) for w in range(args.writers)],
+        lambda: [writer_task.remote(handles[w], w, args.asserts, "single", key) for w in range(args.writers)],
         key,
     )
     bkey = "team/deploy_target_batched"
     batched = measure(
         f"assert_facts (new values, batches of {args.batch})",
-        lambda: [batch_writer.remote(bus, w, args.asserts, args.batch, bkey) for w in range(args.writers)],
+        lambda: [batch_writer.remote(handles[w], w, args.asserts, args.batch, bkey) for w in range(args.writers)],
         bkey,
     )
     ckey = "team/deploy_target_cached"
     cached_run = measure(
         "assert_fact (cached values)",
-        lambda: [writer_task.remote(bus, w, args.asserts, "cached", ckey) for w in range(args.writers)],
+        lambda: [writer_task.remote(handles[w], w, args.asserts, "cached", ckey) for w in range(args.writers)],
         ckey,
     )
     return {
