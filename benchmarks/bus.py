@@ -99,7 +99,7 @@ def fanout(bus: Any, args: argparse.Namespace) -> dict[str, Any]:
             stamp = types.SimpleNamespace(at=time.time(), content=content, plain=True)
             await asyncio.gather(*(s.on_events.remote([stamp]) for s in self.subs))
 
-    org = "fanout"
+    org = f"fanout-{uuid.uuid4().hex[:6]}"  # its own subscriptions, however often this runs
     writer = mb.Context(org, "u1", "announcer")
     t = time.time()
     subs = started(Sub, args.subscribers, "latencies")
