@@ -43,7 +43,9 @@ ReadEvents = Callable[
 ]
 #: reads the latest sequence of every scope a context may see
 LastSeqs = Callable[[Context], Awaitable[dict[str, int]]]
-#: delivers a batch to a push subscriber; returns when the subscriber has processed it
+#: delivers a batch to a push subscriber: the call may send it at once (the hub actor's
+#: does: a publish's calls all leave in one pass); awaiting what it returns waits until
+#: the subscriber has processed the batch, and raises what the delivery raised
 Deliver = Callable[[Any, str, list[Event]], Awaitable[Any]]
 
 
