@@ -389,7 +389,7 @@ def main() -> int:
     ap = parser(__doc__, data_dir=True)
     ap.add_argument("--subscribers", type=int, default=100)
     ap.add_argument("--events", type=int, default=30, help="broadcasts measured")
-    ap.add_argument("--gap", type=float, default=0.05, help="seconds between measured broadcasts")
+    ap.add_argument("--gap", type=float, default=0.05, help="with --pause 0: seconds after each delivered broadcast")
     ap.add_argument("--pause", type=float, default=0.6,
                     help="seconds between a bus broadcast and a plain fan-out, taken in turn, with "
                          "nobody polling the hub; 0: the bus's broadcasts first, each followed by "
