@@ -20,6 +20,11 @@ of this driver, read from ``/proc`` around the round. The rounds' writes are rea
 after the last round (a read of a fact's history is audited, and its entry, with every
 event's memory id, would be written during the next round).
 
+Ray's floor, in the same run: the same ``--writers`` threads make one call each per
+assertion to the same shard actor, a call that does nothing (``pid``), with each
+process's CPU per call: what one Ray hop per assertion costs on this machine before
+the shard does any work. The single-call run reports the same CPU per assertion.
+
 Every text is embedded once before the clock starts (the embedder's cache then has
 it): the write path is measured, not the model. ``--new-values`` adds a Ray run of
 single calls whose values the embedder has not seen. Every acknowledged write is
@@ -186,12 +191,29 @@ def main() -> int:
                 return out
             return work
 
+        pids = {kind: int(ray.get(handle(cfg, kind).pid.remote(), timeout=60)) for kind in ("shard", "hub", "embedder")}
+        pids["driver"] = os.getpid()
         before = bus.stats()["shards"][0]["process"].get("fact_groups", {"commits": 0})
+        cpu0 = {kind: process_cpu(pid) for kind, pid in pids.items()}
         t, acked = threads(nw, ray_single("ray-single"))
+        single_cpu = {kind: (process_cpu(pid) - cpu0[kind]) * 1000 / (nw * na) for kind, pid in pids.items()}
         after = bus.stats()["shards"][0]["process"].get("fact_groups", {"commits": 0})
         seen = recorded(bus)
         result["ray_single"] = report("through Ray, single assert_fact", nw * na, t, acked, seen)
         result["ray_single"]["group_commits"] = after["commits"] - before["commits"]
+        result["ray_single"]["cpu_ms_per_assertion"] = single_cpu
+        print(f"  {result['ray_single']['group_commits']} group commits; CPU per assertion: "
+              + ", ".join(f"{k} {v:.2f} ms" for k, v in single_cpu.items()), file=sys.stderr)
+        # Ray's own floor for the same pattern: the same writers, one call each per
+        # assertion to the same shard actor, a call that does nothing (``pid``)
+        shard_actor = handle(cfg, "shard")
+        cpu0 = {kind: process_cpu(pid) for kind, pid in pids.items()}
+        t, _ = threads(nw, lambda w: [str(ray.get(shard_actor.pid.remote())) for _ in range(na)])
+        floor_cpu = {kind: (process_cpu(pid) - cpu0[kind]) * 1000 / (nw * na) for kind, pid in pids.items()}
+        result["ray_floor"] = {"calls": nw * na, "seconds": t, "calls_per_s": nw * na / t,
+                               "cpu_ms_per_call": floor_cpu}  # fmt: skip
+        print(f"Ray's floor, the same writers' no-op calls to the shard actor: {nw * na / t:.0f} calls/s; CPU per "
+              "call: " + ", ".join(f"{k} {v:.2f} ms" for k, v in floor_cpu.items()), file=sys.stderr)
         if args.new_values:
             t, acked = threads(nw, ray_single("new"))
             result["ray_single_new_values"] = report("through Ray, single, unseen values", nw * na, t, acked,
@@ -199,8 +221,6 @@ def main() -> int:
         local_cfg = mb.Config.embedded(f"{data}/local", num_shards=1)
         shard = None if args.ray_only else open_shard(local_cfg, "shard-0",
                                                       audit_key=derived_key(local_cfg, "audit checkpoint"))
-        pids = {kind: int(ray.get(handle(cfg, kind).pid.remote(), timeout=60)) for kind in ("shard", "hub", "embedder")}
-        pids["driver"] = os.getpid()
         # each round's writes are read back once, after the last round: a fact's whole
         # history read after every round would add its read's audit entry (every event's
         # memory id) to the shard's work during the next round
@@ -258,6 +278,8 @@ def main() -> int:
         shutil.rmtree(data, ignore_errors=True)
     local = result["local_batched"]["resolved_per_s"]
     result["ratio_ray_single_to_local_batched"] = result["ray_single"]["resolved_per_s"] / local
+    floor = result["ray_floor"]["calls_per_s"]
+    result["ratio_ray_single_to_ray_floor"] = result["ray_single"]["resolved_per_s"] / floor
     pairs = zip(batched["ray"], batched["local"], strict=True)
     per_round = [r["resolved_per_s"] / lo["resolved_per_s"] for r, lo in pairs]
     result["ratio_ray_batched_to_local_batched_per_round"] = per_round
@@ -265,7 +287,8 @@ def main() -> int:
     single, batched_ratio = result["ratio_ray_single_to_local_batched"], result["ratio_ray_batched_to_local_batched"]
     rounds_line = " ".join(f"{r:.2f}" for r in per_round)
     print(f"ratio through Ray / in process (assert_facts of {nb}): single {single:.2f}, batched {batched_ratio:.2f}"
-          f" (median of rounds {rounds_line})", file=sys.stderr)
+          f" (median of rounds {rounds_line}); single calls / Ray's no-op floor "
+          f"{result['ratio_ray_single_to_ray_floor']:.2f}", file=sys.stderr)
     emit(result, args.out)
     return 0
 
