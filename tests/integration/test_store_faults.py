@@ -19,35 +19,57 @@ pytestmark = [pytest.mark.ray, pytest.mark.redis, pytest.mark.model, pytest.mark
 SMALL = {"embedder_num_cpus": 0.5}
 
 
+def _members(raw, ns):
+    return {m.decode() for m in raw.smembers(f"mb:{{{ns}:shard-0}}:all")}
+
+
 def test_write_timed_out_on_a_hung_redis_is_adopted_never_hidden_nor_duplicated(ray_local, tmp_path, private_redis):
-    """SIGSTOP: the commit times out and the caller is told the outcome is unknown; the
-    script the paused server still holds runs on SIGCONT. The shard then settles the
-    write by its operation id: what Redis holds is what the bus shows, and a retry with
-    the operation id returns that memory instead of writing a copy."""
+    """SIGSTOP: the commit times out and the caller is told the outcome is unknown. Either
+    the paused server got the script and runs it on SIGCONT, and the shard then adopts the
+    write by its operation id (visible, found by recall, a retry with the operation id
+    answers that memory), or the call timed out before the script left (it needed a new
+    connection, whose handshake the paused server never answered: seen under load, nothing
+    applied), and the retry stores it once; the call may also fail plainly (seen once
+    under load: the shard knows nothing was applied, a store call it needed before its
+    commit timed out). In every case what Redis holds is what the bus shows and nothing is
+    stored twice. Tried up to four times, until the first case has happened once (it is
+    the usual one; the others alone would not test adoption)."""
     ns = f"hung_{uuid.uuid4().hex[:6]}"
     cfg = Config.redis(private_redis.url, data_dir=str(tmp_path / "data"), num_shards=1, namespace=ns,
                        store_timeout=1.0, **SMALL)
     bus = mb.connect(cfg)
+    raw = redis.Redis.from_url(private_redis.url)
     try:
         ctx = Context("acme", "u1")
         bus.remember("The office opens at nine", ctx)
-        private_redis.kill(signal.SIGSTOP)
-        try:
-            with pytest.raises(mb.StoreUnavailable) as exc:
-                bus.remember("The launch code word is pineapple", ctx)
-        finally:
-            private_redis.kill(signal.SIGCONT)
-        assert isinstance(exc.value, mb.OutcomeUnknown) and exc.value.op_id
-        raw = redis.Redis.from_url(private_redis.url)
-        in_redis = {m.decode() for m in raw.smembers(f"mb:{{{ns}:shard-0}}:all")}
-        assert len(in_redis) == 2, "the paused server applies the queued commit when it resumes"
-        assert {n.id for n in bus.list_memories(ctx).memories} == in_redis  # adopted: visible, not only in Redis
-        hits = bus.recall("what is the launch code word?", ctx, k=1)
-        assert hits[0].node.content == "The launch code word is pineapple" and hits[0].node.id in in_redis
-        assert bus.count() == 2
-        again = bus.remember("The launch code word is pineapple", ctx, op_id=exc.value.op_id)
-        assert again.id in in_redis and again.content == "The launch code word is pineapple"
-        assert bus.count() == 2 and raw.scard(f"mb:{{{ns}:shard-0}}:all") == 2
+        adopted = 0
+        for attempt in range(4):
+            text = f"The launch code word is {('pineapple', 'mango', 'papaya', 'lychee')[attempt]}"
+            before = _members(raw, ns)
+            private_redis.kill(signal.SIGSTOP)
+            try:
+                with pytest.raises(mb.StoreUnavailable) as exc:
+                    bus.remember(text, ctx)
+            finally:
+                private_redis.kill(signal.SIGCONT)
+            # unknown: the commit was tried; plain StoreUnavailable: the shard knows nothing was
+            # applied (a store call it needed before its commit timed out)
+            unknown = isinstance(exc.value, mb.OutcomeUnknown)
+            assert not unknown or exc.value.op_id
+            in_redis = _members(raw, ns)
+            new = in_redis - before
+            assert before <= in_redis and len(new) <= int(unknown), repr(exc.value)
+            assert {n.id for n in bus.list_memories(ctx).memories} == in_redis  # applied: shown; not: not shown
+            if new:
+                hits = bus.recall(text, ctx, k=1)
+                assert hits[0].node.content == text and hits[0].node.id in new
+            again = bus.remember(text, ctx, op_id=exc.value.op_id if unknown else None)
+            assert again.content == text and (not new or again.id in new)
+            assert _members(raw, ns) == before | {again.id} and bus.count() == len(before) + 1
+            if new:
+                adopted += 1
+                break
+        assert adopted == 1, "the paused server never got the script in four tries"
     finally:
         bus.shutdown()
 
