@@ -193,10 +193,18 @@ def main() -> int:
 
         pids = {kind: int(ray.get(handle(cfg, kind).pid.remote(), timeout=60)) for kind in ("shard", "hub", "embedder")}
         pids["driver"] = os.getpid()
+
+        def cpu_now() -> dict[str, float]:
+            return {kind: process_cpu(pid) for kind, pid in pids.items()}
+
+        def ms_per_assertion(since: dict[str, float]) -> dict[str, float]:
+            """Each process's CPU since ``since``, in ms per assertion of a run (or call)."""
+            return {kind: (cpu - since[kind]) * 1000 / (nw * na) for kind, cpu in cpu_now().items()}
+
         before = bus.stats()["shards"][0]["process"].get("fact_groups", {"commits": 0})
-        cpu0 = {kind: process_cpu(pid) for kind, pid in pids.items()}
+        cpu0 = cpu_now()
         t, acked = threads(nw, ray_single("ray-single"))
-        single_cpu = {kind: (process_cpu(pid) - cpu0[kind]) * 1000 / (nw * na) for kind, pid in pids.items()}
+        single_cpu = ms_per_assertion(cpu0)
         after = bus.stats()["shards"][0]["process"].get("fact_groups", {"commits": 0})
         seen = recorded(bus)
         result["ray_single"] = report("through Ray, single assert_fact", nw * na, t, acked, seen)
@@ -207,9 +215,9 @@ def main() -> int:
         # Ray's own floor for the same pattern: the same writers, one call each per
         # assertion to the same shard actor, a call that does nothing (``pid``)
         shard_actor = handle(cfg, "shard")
-        cpu0 = {kind: process_cpu(pid) for kind, pid in pids.items()}
+        cpu0 = cpu_now()
         t, _ = threads(nw, lambda w: [str(ray.get(shard_actor.pid.remote())) for _ in range(na)])
-        floor_cpu = {kind: (process_cpu(pid) - cpu0[kind]) * 1000 / (nw * na) for kind, pid in pids.items()}
+        floor_cpu = ms_per_assertion(cpu0)
         result["ray_floor"] = {"calls": nw * na, "seconds": t, "calls_per_s": nw * na / t,
                                "cpu_ms_per_call": floor_cpu}  # fmt: skip
         print(f"Ray's floor, the same writers' no-op calls to the shard actor: {nw * na / t:.0f} calls/s; CPU per "
@@ -227,9 +235,9 @@ def main() -> int:
         timed: dict[str, list[tuple[str, float, list[str], dict[str, float]]]] = {"ray": [], "local": []}
         for run in rounds:  # alternating: both sides see the same machine, round by round
             time.sleep(SETTLE_S)
-            before = {kind: process_cpu(pid) for kind, pid in pids.items()}
+            before = cpu_now()
             t, acked = threads(nw, ray_batched(run))
-            spent = {kind: (process_cpu(pid) - before[kind]) * 1000 / (nw * na) for kind, pid in pids.items()}
+            spent = ms_per_assertion(before)
             timed["ray"].append((run, t, acked, spent))
             if shard is not None:
                 def in_process(_: int, run: str = run, shard: Any = shard) -> list[str]:
